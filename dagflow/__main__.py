@@ -1,0 +1,3 @@
+from dagflow.cli import main
+
+main()

@@ -1,0 +1,20 @@
+"""The `dagflow` command line. Each command module registers its commands on the shared app."""
+
+from __future__ import annotations
+
+import importlib
+
+from dagflow.cli.app import app
+
+COMMAND_MODULES = ("spec_cmds", "condor_cmds", "run_cmds", "transfer_cmds")
+
+for _module in COMMAND_MODULES:
+    try:
+        importlib.import_module(f"dagflow.cli.{_module}")
+    except ModuleNotFoundError as error:  # a command module not written yet
+        if error.name != f"dagflow.cli.{_module}":
+            raise
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,73 @@
+"""Commands that read a pipeline file without running it: validate, schema, plan."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from dagflow.cli.app import app
+from dagflow.cli.common import fail, load_plan_or_exit
+from dagflow.errors import DagflowError
+
+PipelineArg = Annotated[Path, typer.Argument(help="The pipeline YAML file.", show_default=False)]
+
+
+@app.command()
+def validate(pipeline: PipelineArg) -> None:
+    """Check a pipeline file and report every problem at once.
+
+    Each problem is printed as FILE:LINE:COLUMN: FIELD: what is wrong (what is allowed); hint.
+    Exit code 0 when the file is valid, 2 when it is not.
+    """
+    from dagflow.plan.expand import expand
+    from dagflow.spec import load_spec
+
+    try:
+        plan = expand(load_spec(pipeline), run_id="validate")
+    except DagflowError as error:
+        fail(error)
+    print(f"{pipeline}: valid — {len(plan.steps)} steps, {len(plan.nodes)} nodes")
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of pipeline files.
+
+    Point your editor at it for completion and checking, e.g. for VS Code's YAML extension:
+    `dagflow schema > dagflow.schema.json` and add `# yaml-language-server: $schema=dagflow.schema.json`
+    at the top of pipeline.yaml.
+    """
+    from dagflow.spec.model import PipelineSpec
+
+    document = PipelineSpec.model_json_schema(by_alias=True)
+    document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    document["title"] = "dagflow pipeline"
+    print(json.dumps(document, indent=2))
+
+
+@app.command()
+def plan(
+    pipeline: PipelineArg,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole plan as JSON.")] = False,
+    as_dot: Annotated[bool, typer.Option("--dot", help="Print the DAG in Graphviz DOT (pipe to `dot -Tsvg`).")] = False,
+    limit: Annotated[int, typer.Option(help="Rows to show in the table; 0 shows all.")] = 200,
+    run_id: Annotated[str | None, typer.Option(help="Run id to render {run.id} with.")] = None,
+) -> None:
+    """Show the expanded DAG: every node with its matrix coordinates, resources and parents."""
+    from dagflow.plan import render
+
+    if as_json and as_dot:
+        print("error: choose one of --json and --dot", file=sys.stderr)
+        raise typer.Exit(2)
+    expanded = load_plan_or_exit(pipeline, run_id)
+    if as_json:
+        print(render.to_json(expanded))
+    elif as_dot:
+        sys.stdout.writelines(line + "\n" for line in render.to_dot(expanded))
+    else:
+        Console().print(render.table(expanded, limit=limit or None))

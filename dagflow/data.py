@@ -1,0 +1,21 @@
+"""Where the shipped data folders (submit/, policies/) are: in the wheel, or in a source checkout.
+
+DAGFLOW_SUBMIT and DAGFLOW_POLICIES point at a user's edited copy instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def data_dir(name: str) -> Path:
+    """The folder `name` ("submit" or "policies"): the override, the wheel's copy, or the checkout's."""
+    override = os.environ.get(f"DAGFLOW_{name.upper()}")
+    candidates = [Path(override)] if override else [_PACKAGE / "_data" / name, _PACKAGE.parent / name]
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"dagflow's {name}/ folder is missing (looked in {', '.join(map(str, candidates))})")

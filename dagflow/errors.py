@@ -1,0 +1,44 @@
+"""User-facing errors: every one points at the user's text and maps to an exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_USAGE = 2  # bad input: the user's file or arguments
+EXIT_UNREACHABLE = 3  # a batch system that could not be reached
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    file: str
+    line: int  # 1-based; 0 when unknown
+    column: int  # 1-based; 0 when unknown
+    path: str  # the field path, e.g. "steps.train.resources.memory"
+    message: str  # what is wrong
+    allowed: str | None = None  # what is allowed instead
+    hint: str | None = None  # e.g. "did you mean 'needs'?"
+
+    def location(self) -> str:
+        if self.line:
+            return f"{self.file}:{self.line}:{self.column}"
+        return self.file
+
+    def render(self) -> str:
+        text = f"{self.location()}: {self.path or '<document>'}: {self.message}"
+        if self.allowed:
+            text += f" (allowed: {self.allowed})"
+        if self.hint:
+            text += f"; {self.hint}"
+        return text
+
+
+class DagflowError(Exception):
+    exit_code = EXIT_USAGE
+
+
+class SpecError(DagflowError):
+    """The pipeline file is invalid; carries every problem found, not just the first."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        self.diagnostics = sorted(diagnostics, key=lambda d: (d.file, d.line, d.column, d.path))
+        super().__init__("\n".join(d.render() for d in self.diagnostics))

@@ -1,0 +1,176 @@
+"""The pipeline document as typed objects: the schema `dagflow schema` prints and validation enforces.
+
+Field names follow the design card's YAML sketch exactly. Sizes and durations are normalised here
+(memory_mb, timeout seconds) so nothing downstream parses units again.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
+
+from dagflow.spec.units import DURATION_HELP, SIZE_HELP, parse_duration_s, parse_size_mb
+
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+STEP_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+# Matrix values become parts of node names, file names and DAGMan lines, so they stay plain.
+MATRIX_VALUE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+STEP_KINDS = ("transfer", "train", "evaluate", "command")
+
+_size_schema = {"anyOf": [{"type": "string", "description": SIZE_HELP}, {"type": "number"}]}
+_duration_schema = {"anyOf": [{"type": "string", "description": DURATION_HELP}, {"type": "number"}]}
+
+SizeMB = Annotated[int, BeforeValidator(parse_size_mb), WithJsonSchema(_size_schema)]
+DurationS = Annotated[int, BeforeValidator(parse_duration_s), WithJsonSchema(_duration_schema)]
+Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER)]
+MatrixValue = Annotated[
+    str,
+    BeforeValidator(lambda v: str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, int | float) else v),
+    StringConstraints(pattern=MATRIX_VALUE),
+]
+ScalarValue = str | bool | int | float
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class ResourcesSpec(Strict):
+    cpus: int = Field(1, ge=1, description="CPU cores")
+    memory: SizeMB = Field(1024, description=f"memory: {SIZE_HELP}")
+    disk: SizeMB = Field(1024, description=f"scratch disk: {SIZE_HELP}")
+    gpus: int = Field(0, ge=0, description="number of GPUs")
+    gpu_memory: SizeMB | None = Field(None, description="minimum memory per GPU")
+    cuda_capability: float | None = Field(None, gt=0, description="minimum CUDA compute capability, e.g. 8.0")
+    gpu_class: str | None = Field(
+        None, description="a GPU placement class from policies/gpu-classes.yaml, e.g. ampere-or-newer"
+    )
+
+
+class RetrySpec(Strict):
+    count: int = Field(0, ge=0, le=100, description="how many times to retry a failed node")
+    unless_exit: list[int] = Field(
+        default_factory=list, description="exit codes that mean 'do not retry' (a permanent failure)"
+    )
+
+
+def _retry_from_int(value: Any) -> Any:
+    return {"count": value} if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class StepSpec(Strict):
+    kind: Literal["transfer", "train", "evaluate", "command"] = Field(
+        "command", description="what the step does; transfer steps move data with from/to"
+    )
+    description: str | None = None
+    needs: list[str] = Field(default_factory=list, description="steps that must finish first")
+    over: list[str] = Field(
+        default_factory=list,
+        description="matrix axes this step gathers across: one node for all their values",
+    )
+    command: str | list[str] | None = Field(
+        None,
+        description="program and arguments (split like a shell would, but no shell operators; "
+        "use [sh, -c, '...'] for a shell)",
+    )
+    from_: str | None = Field(None, alias="from", description="transfer source: a path or s3://bucket/prefix")
+    to: str | None = Field(None, description="transfer destination: a path or s3://bucket/prefix")
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)  # type: ignore[arg-type]
+    requirements: str | None = Field(
+        None, description="extra ClassAd expression the machine must satisfy (ANDed with HAS_GPU for GPU steps)"
+    )
+    classads: dict[Identifier, ScalarValue] = Field(
+        default_factory=dict, description="custom job ClassAd attributes, written as My.<Name>"
+    )
+    env: dict[Annotated[str, StringConstraints(pattern=IDENTIFIER)], str | int | float | bool] = Field(
+        default_factory=dict
+    )
+    retries: Annotated[RetrySpec, BeforeValidator(_retry_from_int)] = Field(
+        default_factory=RetrySpec,  # type: ignore[arg-type]
+        description="a retry count, or {count, unless_exit: [codes]}",
+    )
+    timeout: DurationS | None = Field(None, description=f"kill the node after this long: {DURATION_HELP}")
+    priority: int = Field(0, description="higher runs first among ready nodes")
+    inputs: list[str] = Field(default_factory=list, description="files or directories the step reads (for caching)")
+    outputs: list[str] = Field(default_factory=list, description="files or directories the step writes")
+    metrics: str | None = Field(None, description="JSON file of metrics the step writes (read by search)")
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> StepSpec:
+        if self.kind == "transfer":
+            missing = [name for name, value in (("from", self.from_), ("to", self.to)) if not value]
+            if missing:
+                raise ValueError(f"a transfer step needs {' and '.join(missing)}")
+            if self.command is not None:
+                raise ValueError("a transfer step takes from/to, not command")
+        else:
+            if self.command is None or self.command == [] or self.command == "":
+                raise ValueError(f"a {self.kind} step needs a command")
+            if self.from_ is not None or self.to is not None:
+                raise ValueError("from/to belong to transfer steps (kind: transfer)")
+        return self
+
+
+class ObjectiveSpec(Strict):
+    metric: str
+    goal: Literal["minimize", "maximize"] = "minimize"
+
+
+class VariableSpec(Strict):
+    type: Literal["FLOAT", "INT", "ENUM"]
+    min: float | None = None
+    max: float | None = None
+    scale: Literal["linear", "log"] = "linear"
+    options: list[ScalarValue] | None = None
+    size: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> VariableSpec:
+        if self.type == "ENUM":
+            if not self.options:
+                raise ValueError("an ENUM variable needs options")
+        else:
+            if self.min is None or self.max is None:
+                raise ValueError(f"a {self.type} variable needs min and max")
+            if self.min >= self.max:
+                raise ValueError("min must be less than max")
+            if self.scale == "log" and self.min <= 0:
+                raise ValueError("a log-scale variable needs min > 0")
+        return self
+
+
+class SearchSpec(Strict):
+    objective: ObjectiveSpec
+    variables: dict[Identifier, VariableSpec] = Field(min_length=1)
+    budget: int = Field(20, ge=1)
+    parallel: int = Field(1, ge=1)
+    per: Identifier | None = Field(None, description="a matrix axis to run one search per value of, e.g. region")
+    engine: str = Field("gp", description="optimiser: gp (default) or random")
+
+
+class ScheduleSpec(Strict):
+    cron: str = Field(description="five-field cron expression, e.g. '0 3 * * *'")
+    per: Identifier | None = Field(None, description="a matrix axis to install one schedule per value of")
+
+
+class PipelineSpec(Strict):
+    name: Annotated[str, StringConstraints(pattern=STEP_NAME)]
+    description: str | None = None
+    matrix: dict[Identifier, list[MatrixValue]] = Field(
+        default_factory=dict, description="fan-out axes, e.g. region: [us, br, de, jp]"
+    )
+    params: dict[Identifier, ScalarValue] = Field(
+        default_factory=dict, description="defaults templates can use as {params.NAME}"
+    )
+    steps: dict[Annotated[str, StringConstraints(pattern=STEP_NAME)], StepSpec] = Field(min_length=1)
+    search: SearchSpec | None = None
+    schedule: ScheduleSpec | None = None

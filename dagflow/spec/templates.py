@@ -1,0 +1,65 @@
+"""Template fields: "{region}", "{params.lr}", "{run.id}", "{step}"; "{{" and "}}" are literal braces.
+
+A template is parsed once per step into literal and variable parts, then rendered per node by a join,
+which keeps expansion of 100k+ nodes cheap.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+
+
+class TemplateError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    parts: tuple[str, ...]  # literal text at even indices, variable names at odd indices
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return self.parts[1::2]
+
+    @property
+    def is_constant(self) -> bool:
+        return len(self.parts) == 1
+
+    def render(self, context: Mapping[str, str]) -> str:
+        if len(self.parts) == 1:
+            return self.parts[0]
+        parts = list(self.parts)
+        for index in range(1, len(parts), 2):
+            parts[index] = context[parts[index]]
+        return "".join(parts)
+
+
+def parse_template(text: str) -> Template:
+    parts: list[str] = []
+    literal: list[str] = []
+    position = 0
+    for match in _TOKEN.finditer(text):
+        literal.append(text[position : match.start()])
+        position = match.end()
+        token = match.group(0)
+        if token == "{{":
+            literal.append("{")
+        elif token == "}}":
+            literal.append("}")
+        elif match.group(1) is None:
+            raise TemplateError(f"unmatched {token!r} at character {match.start() + 1}; write {token * 2} for a literal brace")
+        else:
+            name = match.group(1).strip()
+            if not VARIABLE_NAME.match(name):
+                raise TemplateError(f"{{{match.group(1)}}} is not a template variable; write {{{{ and }}}} for literal braces")
+            parts.append("".join(literal))
+            parts.append(name)
+            literal = []
+    literal.append(text[position:])
+    parts.append("".join(literal))
+    return Template(tuple(parts))

@@ -1,0 +1,370 @@
+"""load_spec(): read a pipeline file, check everything, and report every problem at once.
+
+Schema checks come from the pydantic model; the checks that need the whole document (references
+between steps, cycles, templates, ClassAd syntax) run here on the raw data, guarded so that one
+malformed part never hides the problems in another.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import classad2
+import networkx as nx
+from pydantic import ValidationError
+
+from dagflow.errors import Diagnostic, SpecError
+from dagflow.policies import gpu_classes
+from dagflow.spec.model import (
+    PipelineSpec,
+    ResourcesSpec,
+    RetrySpec,
+    ScheduleSpec,
+    SearchSpec,
+    StepSpec,
+    VariableSpec,
+)
+from dagflow.spec.templates import TemplateError, parse_template
+from dagflow.spec.units import DURATION_HELP, SIZE_HELP
+from dagflow.spec.yamlpos import Path_, Positions, dotted, load_yaml
+
+BUILTIN_VARIABLES = ("run.id", "step", "pipeline")
+SHELL_OPERATORS = frozenset({"|", "||", "&&", ";", ">", ">>", "<", "<<", "&", "2>", "2>&1", "&>"})
+# Job attributes dagflow or HTCondor set themselves; a custom ClassAd must not overwrite them.
+RESERVED_CLASSADS = frozenset(
+    name.lower()
+    for name in (
+        "Requirements Rank Owner Cmd Args Arguments Environment Env In Out Err UserLog Iwd JobUniverse "
+        "RequestCpus RequestMemory RequestDisk RequestGpus JobPrio JobStatus ClusterId ProcId "
+        "DAGManJobId DAGNodeName DAGParentNodeNames PeriodicRemove PeriodicHold PeriodicRelease"
+    ).split()
+)
+
+# dagflow sets Dagflow<Name> for these and for every matrix axis (DagflowRegion, ...)
+DAGFLOW_ATTRIBUTES = ("Pipeline", "RunId", "Step", "Node", "Trial")
+
+# Field names allowed at each level of the document, for "did you mean" hints on unknown keys.
+_MODELS_BY_PATTERN: dict[tuple[str, ...], type] = {
+    (): PipelineSpec,
+    ("steps", "*"): StepSpec,
+    ("steps", "*", "resources"): ResourcesSpec,
+    ("steps", "*", "retries"): RetrySpec,
+    ("search",): SearchSpec,
+    ("search", "variables", "*"): VariableSpec,
+    ("schedule",): ScheduleSpec,
+}
+_UNIT_FIELDS = {"memory": SIZE_HELP, "disk": SIZE_HELP, "gpu_memory": SIZE_HELP, "timeout": DURATION_HELP}
+_PATTERN_HELP = {
+    "matrix": "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64 characters "
+    "(matrix values become node names and file names)",
+    "steps": "a letter, then letters, digits, '_' or '-', at most 64 characters",
+    "name": "a letter, then letters, digits, '_' or '-', at most 64 characters",
+}
+
+
+@dataclass(frozen=True)
+class Spec:
+    model: PipelineSpec
+    file: Path
+    positions: Positions
+
+
+def load_spec(path: str | Path) -> Spec:
+    path = Path(path)
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError([Diagnostic(name, 0, 0, "", "no such file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError([Diagnostic(name, 0, 0, "", f"cannot read the file: {exc}")]) from None
+    return parse_spec(text, name, base=path.resolve().parent)
+
+
+def parse_spec(text: str, filename: str, base: Path | None = None) -> Spec:
+    data, positions = load_yaml(text, filename)
+    if not isinstance(data, dict):
+        raise SpecError([Diagnostic(filename, 1, 1, "", "a pipeline file must be a mapping (name:, steps:, ...)")])
+    checker = _Checker(filename, positions)
+    model = checker.schema(data)
+    checker.semantics(data)
+    if checker.diagnostics or model is None:
+        raise SpecError(checker.diagnostics)
+    return Spec(model=model, file=(base or Path.cwd()) / Path(filename).name, positions=positions)
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean {matches[0]!r}?" if matches else None
+
+
+def _allowed_fields(path: Path_) -> list[str]:
+    for pattern, model in _MODELS_BY_PATTERN.items():
+        if len(pattern) == len(path) and all(p in ("*", q) for p, q in zip(pattern, path, strict=True)):
+            return [field.alias or name for name, field in model.model_fields.items()]
+    return []
+
+
+def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Path_, bool]:
+    """Map a pydantic error location onto the document; union-member tags are dropped.
+
+    Returns the path and whether the error is about a mapping key rather than its value.
+    """
+    path: list[str | int] = []
+    current = data
+    for part in loc:
+        if part == "[key]":
+            return tuple(path), True
+        if isinstance(current, dict) and isinstance(part, str) and part in current:
+            current = current[part]
+            path.append(part)
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+            path.append(part)
+    return tuple(path), False
+
+
+class _Checker:
+    def __init__(self, filename: str, positions: Positions) -> None:
+        self.filename = filename
+        self.positions = positions
+        self.diagnostics: list[Diagnostic] = []
+
+    def add(self, path: Path_, message: str, *, allowed: str | None = None, hint: str | None = None,
+            key: bool = False) -> None:
+        line, column = self.positions.of(path, key=key)
+        self.diagnostics.append(Diagnostic(self.filename, line, column, dotted(path), message, allowed, hint))
+
+    # -- schema ----------------------------------------------------------------------------------
+
+    def schema(self, data: dict[str, Any]) -> PipelineSpec | None:
+        try:
+            return PipelineSpec.model_validate(data)
+        except ValidationError as exc:
+            self._schema_errors(data, exc.errors(include_url=False))
+            return None
+
+    def _schema_errors(self, data: dict[str, Any], errors: list[Any]) -> None:
+        by_path: dict[tuple[Path_, bool], list[Any]] = {}
+        for error in errors:
+            if error["type"] == "extra_forbidden":
+                path, _ = _data_path(data, error["loc"])
+                allowed = _allowed_fields(path[:-1])
+                self.add(path, f"unknown key {path[-1]!r}", allowed=", ".join(allowed) or None,
+                         hint=closest(str(path[-1]), allowed), key=True)
+                continue
+            by_path.setdefault(_data_path(data, error["loc"]), []).append(error)
+        for (path, is_key), group in by_path.items():
+            messages = list(dict.fromkeys(self._message(error) for error in group))
+            hint = None
+            literal = next((error for error in group if error["type"] == "literal_error"), None)
+            if literal is not None and isinstance(literal["input"], str):
+                hint = closest(literal["input"], re.findall(r"'([^']*)'", literal["ctx"]["expected"]))
+            field = next((p for p in reversed(path) if isinstance(p, str)), "")
+            allowed = _UNIT_FIELDS.get(field) if field == (path[-1] if path else None) else None
+            if any(error["type"] == "string_pattern_mismatch" for error in group):
+                allowed = _PATTERN_HELP.get(str(path[0]) if path else "", allowed)
+            self.add(path, " or ".join(messages), allowed=allowed, hint=hint, key=is_key)
+
+    @staticmethod
+    def _message(error: dict[str, Any]) -> str:
+        kind = error["type"]
+        if kind == "missing":
+            return f"missing required key {error['loc'][-1]!r}"
+        if kind == "string_pattern_mismatch":
+            return f"{error['input']!r} is not allowed here"
+        message = str(error["msg"])
+        for prefix in ("Value error, ", "Assertion failed, "):
+            message = message.removeprefix(prefix)
+        return message[0].lower() + message[1:] if message else kind
+
+    # -- whole-document checks -------------------------------------------------------------------
+
+    def semantics(self, data: dict[str, Any]) -> None:
+        matrix = data.get("matrix") if isinstance(data.get("matrix"), dict) else {}
+        params = data.get("params") if isinstance(data.get("params"), dict) else {}
+        steps = data.get("steps") if isinstance(data.get("steps"), dict) else {}
+        search = data.get("search") if isinstance(data.get("search"), dict) else {}
+        self._matrix(matrix)
+        self._control_chars(("params",), params)
+        search_vars = search.get("variables") if isinstance(search.get("variables"), dict) else {}
+        param_names = {str(name) for name in params} | {str(name) for name in search_vars}
+        for holder, field in ((search, "per"), (data.get("schedule") or {}, "per")):
+            if isinstance(holder, dict) and isinstance(holder.get(field), str) and holder[field] not in matrix:
+                section = "search" if holder is search else "schedule"
+                self.add((section, field), f"{holder[field]!r} is not a matrix axis",
+                         allowed=", ".join(matrix) or "no matrix axes are defined",
+                         hint=closest(holder[field], matrix))
+        for name, step in steps.items():
+            if isinstance(step, dict):
+                self._step(str(name), step, steps, matrix, param_names)
+        self._cycles(steps)
+
+    def _matrix(self, matrix: dict[str, Any]) -> None:
+        for axis, values in matrix.items():
+            if isinstance(values, list):
+                if not values:
+                    self.add(("matrix", axis), f"matrix axis {axis!r} has no values",
+                             allowed="a non-empty list, e.g. [us, br]")
+                seen: set[str] = set()
+                for index, value in enumerate(values):
+                    if str(value) in seen:
+                        self.add(("matrix", axis, index), f"duplicate value {value!r} in axis {axis!r}")
+                    seen.add(str(value))
+
+    def _step(self, name: str, step: dict[str, Any], steps: dict[str, Any], matrix: dict[str, Any],
+              param_names: set[str]) -> None:
+        base: Path_ = ("steps", name)
+        for index, need in enumerate(_as_list(step.get("needs"))):
+            if isinstance(need, str) and need not in steps:
+                self.add((*base, "needs", index), f"needs {need!r}, but there is no step of that name",
+                         allowed=", ".join(s for s in steps if s != name), hint=closest(need, steps))
+            elif need == name:
+                self.add((*base, "needs", index), "a step cannot need itself")
+        over = [axis for axis in _as_list(step.get("over")) if isinstance(axis, str)]
+        for index, axis in enumerate(_as_list(step.get("over"))):
+            if isinstance(axis, str) and axis not in matrix:
+                self.add((*base, "over", index), f"over names {axis!r}, which is not a matrix axis",
+                         allowed=", ".join(matrix) or "no matrix axes are defined", hint=closest(axis, matrix))
+        axes = [axis for axis in matrix if axis not in over]
+        variables = {*axes, *BUILTIN_VARIABLES, *(f"params.{p}" for p in param_names)}
+        gathered = {axis for axis in over if axis in matrix}
+        for path, text in _template_fields(base, step):
+            self._template(path, text, variables, gathered)
+            if path != (*base, "command"):  # a command string's newlines only separate arguments
+                self._no_control_chars(path, text)
+        self._command(base, step.get("command"))
+        self._control_chars((*base, "classads"), step.get("classads"))
+        self._classad_names(base, step.get("classads"), matrix)
+        self._requirements(base, step.get("requirements"))
+        self._resources(base, step.get("resources"))
+
+    def _template(self, path: Path_, text: str, variables: set[str], gathered: set[str]) -> None:
+        try:
+            template = parse_template(text)
+        except TemplateError as exc:
+            self.add(path, str(exc))
+            return
+        for variable in template.variables:
+            if variable in variables:
+                continue
+            if variable in gathered:
+                self.add(path, f"{{{variable}}} has no single value in a step that gathers over {variable!r}",
+                         allowed=", ".join(f"{{{v}}}" for v in sorted(variables)))
+            else:
+                self.add(path, f"unknown template variable {{{variable}}}",
+                         allowed=", ".join(f"{{{v}}}" for v in sorted(variables)),
+                         hint=closest(variable, variables))
+
+    def _command(self, base: Path_, command: Any) -> None:
+        """A command string is split like a shell would; an explicit argv list is taken literally."""
+        if not isinstance(command, str):
+            return
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            self.add((*base, "command"), f"cannot split the command into arguments: {exc}")
+            return
+        for arg in argv:
+            self._no_control_chars((*base, "command"), arg)
+        operators = sorted({arg for arg in argv if arg in SHELL_OPERATORS})
+        if operators:
+            self.add((*base, "command"), f"shell operators {', '.join(operators)} are not interpreted here",
+                     hint="the command runs without a shell; write command: [sh, -c, '...'] to use one")
+
+    def _classad_names(self, base: Path_, classads: Any, matrix: dict[str, Any]) -> None:
+        if not isinstance(classads, dict):
+            return
+        # ClassAd attribute names are case-insensitive
+        reserved = RESERVED_CLASSADS | {f"dagflow{name.lower()}" for name in (*DAGFLOW_ATTRIBUTES, *matrix)}
+        for key in classads:
+            if str(key).lower() in reserved:
+                self.add((*base, "classads", key), f"{key!r} is set by dagflow or HTCondor itself",
+                         allowed="any other attribute name", key=True)
+
+    def _requirements(self, base: Path_, requirements: Any) -> None:
+        if not isinstance(requirements, str):
+            return
+        if not requirements.strip():
+            self.add((*base, "requirements"), "requirements is empty")
+            return
+        try:
+            classad2.ExprTree(requirements)
+        except Exception:
+            self.add((*base, "requirements"), f"{requirements.strip()!r} does not parse as a ClassAd expression",
+                     hint="e.g. CUDACapability >= 7.0 && OpSys == \"LINUX\"")
+
+    def _resources(self, base: Path_, resources: Any) -> None:
+        if not isinstance(resources, dict):
+            return
+        classes = gpu_classes()
+        gpu_class = resources.get("gpu_class")
+        if isinstance(gpu_class, str) and gpu_class not in classes:
+            self.add((*base, "resources", "gpu_class"), f"unknown GPU placement class {gpu_class!r}",
+                     allowed=", ".join(classes), hint=closest(gpu_class, classes))
+        gpus = resources.get("gpus", 0)
+        if isinstance(gpus, int) and gpus == 0:
+            for field in ("gpu_memory", "cuda_capability", "gpu_class"):
+                if resources.get(field) is not None:
+                    self.add((*base, "resources", field), f"{field} is set but the step requests no GPUs",
+                             hint="add gpus: 1 (or more)")
+
+    def _cycles(self, steps: dict[str, Any]) -> None:
+        graph = nx.DiGraph()
+        for name, step in steps.items():
+            if isinstance(step, dict):
+                for need in _as_list(step.get("needs")):
+                    if isinstance(need, str) and need in steps and need != name:
+                        graph.add_edge(need, name)
+        for component in nx.strongly_connected_components(graph):
+            if len(component) > 1:
+                cycle = nx.find_cycle(graph.subgraph(component))
+                names = [edge[0] for edge in cycle]
+                first = min(names, key=list(steps).index)
+                start = names.index(first)
+                names = names[start:] + names[:start]
+                self.add(("steps", first, "needs"), "steps form a cycle: " + " -> ".join([*names, names[0]]))
+
+    def _control_chars(self, path: Path_, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                self._control_chars((*path, key), item)
+        elif isinstance(value, str):
+            self._no_control_chars(path, value)
+
+    def _no_control_chars(self, path: Path_, text: str) -> None:
+        if any(ord(char) < 32 or ord(char) == 127 for char in text):
+            self.add(path, "control characters (such as a newline) are not allowed in this value",
+                     hint="they cannot be passed safely to batch systems")
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _template_fields(base: Path_, step: dict[str, Any]) -> Iterator[tuple[Path_, str]]:
+    """Every string field of a step that is rendered per node."""
+    command = step.get("command")
+    if isinstance(command, str):
+        yield (*base, "command"), command
+    for index, part in enumerate(_as_list(command)):
+        if isinstance(part, str):
+            yield (*base, "command", index), part
+    for field in ("from", "to", "metrics"):
+        if isinstance(step.get(field), str):
+            yield (*base, field), step[field]
+    for field in ("inputs", "outputs"):
+        for index, item in enumerate(_as_list(step.get(field))):
+            if isinstance(item, str):
+                yield (*base, field, index), item
+    env = step.get("env")
+    if isinstance(env, dict):
+        for key, value in env.items():
+            if isinstance(value, str):
+                yield (*base, "env", key), value
