@@ -75,7 +75,7 @@ def expand(spec: Spec, run_id: str | None = None) -> Plan:
             if name in nodes:
                 raise _collision(spec, step_name, name)
             parents: list[str] = []
-            for need, (shared_axes, index) in parent_index.items():
+            for shared_axes, index in parent_index.values():
                 parents.extend(node.name for node in index.get(tuple(coords[a] for a in shared_axes), ()))
             trial = coords.get("trial")
             node = Node(

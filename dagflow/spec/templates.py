@@ -52,11 +52,15 @@ def parse_template(text: str) -> Template:
         elif token == "}}":
             literal.append("}")
         elif match.group(1) is None:
-            raise TemplateError(f"unmatched {token!r} at character {match.start() + 1}; write {token * 2} for a literal brace")
+            raise TemplateError(
+                f"unmatched {token!r} at character {match.start() + 1}; write {token * 2} for a literal brace"
+            )
         else:
             name = match.group(1).strip()
             if not VARIABLE_NAME.match(name):
-                raise TemplateError(f"{{{match.group(1)}}} is not a template variable; write {{{{ and }}}} for literal braces")
+                raise TemplateError(
+                    f"{{{match.group(1)}}} is not a template variable; write {{{{ and }}}} for literal braces"
+                )
             parts.append("".join(literal))
             parts.append(name)
             literal = []

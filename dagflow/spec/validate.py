@@ -40,10 +40,11 @@ SHELL_OPERATORS = frozenset({"|", "||", "&&", ";", ">", ">>", "<", "<<", "&", "2
 RESERVED_CLASSADS = frozenset(
     name.lower()
     for name in (
-        "Requirements Rank Owner Cmd Args Arguments Environment Env In Out Err UserLog Iwd JobUniverse "
-        "RequestCpus RequestMemory RequestDisk RequestGpus JobPrio JobStatus ClusterId ProcId "
-        "DAGManJobId DAGNodeName DAGParentNodeNames PeriodicRemove PeriodicHold PeriodicRelease"
-    ).split()
+        "Requirements", "Rank", "Owner", "Cmd", "Args", "Arguments", "Environment", "Env", "In", "Out", "Err",
+        "UserLog", "Iwd", "JobUniverse", "RequestCpus", "RequestMemory", "RequestDisk", "RequestGpus", "JobPrio",
+        "JobStatus", "ClusterId", "ProcId", "DAGManJobId", "DAGNodeName", "DAGParentNodeNames", "PeriodicRemove",
+        "PeriodicHold", "PeriodicRelease",
+    )
 )
 
 # dagflow sets Dagflow<Name> for these and for every matrix axis (DagflowRegion, ...)
@@ -121,10 +122,9 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Path_, bool]:
     for part in loc:
         if part == "[key]":
             return tuple(path), True
-        if isinstance(current, dict) and isinstance(part, str) and part in current:
-            current = current[part]
-            path.append(part)
-        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+        in_mapping = isinstance(current, dict) and isinstance(part, str) and part in current
+        in_list = isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
+        if in_mapping or in_list:
             current = current[part]
             path.append(part)
     return tuple(path), False
@@ -194,7 +194,8 @@ class _Checker:
         self._matrix(matrix)
         self._control_chars(("params",), params)
         search_vars = search.get("variables") if isinstance(search.get("variables"), dict) else {}
-        param_names = {str(name) for name in params} | {str(name) for name in search_vars}
+        param_names = {str(name) for name in params}
+        self._search_defaults(search_vars, param_names)
         for holder, field in ((search, "per"), (data.get("schedule") or {}, "per")):
             if isinstance(holder, dict) and isinstance(holder.get(field), str) and holder[field] not in matrix:
                 section = "search" if holder is search else "schedule"
@@ -205,6 +206,13 @@ class _Checker:
             if isinstance(step, dict):
                 self._step(str(name), step, steps, matrix, param_names)
         self._cycles(steps)
+
+    def _search_defaults(self, search_vars: dict[str, Any], param_names: set[str]) -> None:
+        for name in search_vars:
+            if str(name) not in param_names:
+                self.add(("search", "variables", name), f"search variable {name!r} has no default in params",
+                         hint=f"add {name} to params: a plain run uses the default, a search overrides it per trial",
+                         key=True)
 
     def _matrix(self, matrix: dict[str, Any]) -> None:
         for axis, values in matrix.items():

@@ -1,0 +1,103 @@
+"""Expansion: fan-out per matrix value, gathering with over:, templates and parents."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from dagflow.plan import Plan
+from dagflow.plan.expand import expand
+from dagflow.plan.render import to_dot
+from dagflow.spec import load_spec, parse_spec
+
+SKETCH = Path(__file__).parent / "data" / "design_sketch.yaml"
+
+
+def plan_of(text: str, run_id: str = "r1") -> Plan:
+    return expand(parse_spec(textwrap.dedent(text), "p.yaml"), run_id=run_id)
+
+
+def test_sketch_expands_per_region_with_one_gathering_report() -> None:
+    plan = expand(load_spec(SKETCH), run_id="r1")
+    assert len(plan.nodes) == 13
+    assert plan.nodes["train.br"].argv == [
+        "python", "train.py", "--data", "data/br", "--lr", "0.01", "--out", "models/br"
+    ]
+    assert plan.nodes["train.br"].parents == ["fetch.br"]
+    assert plan.nodes["fetch.jp"].argv == ["dagflow", "transfer", "s3://ratings/jp/latest/", "data/jp/"]
+    assert sorted(plan.nodes["report"].parents) == ["evaluate.br", "evaluate.de", "evaluate.jp", "evaluate.us"]
+    assert plan.nodes["report"].coords == {}
+    assert plan.steps["train"].requirements == "CUDACapability >= 7.0"
+    order = list(plan.nodes)
+    for parent, child in plan.edges():
+        assert order.index(parent) < order.index(child)
+
+
+def test_two_axes_gather_over_one() -> None:
+    plan = plan_of("""\
+        name: p
+        matrix: {region: [us, br], trial: [0, 1, 2]}
+        steps:
+          train: {command: "t {region} {trial} {run.id} {step} {pipeline}"}
+          best: {command: "b {trial}", over: [region], needs: [train]}
+          publish: {command: "p {region}", needs: [best], over: [trial]}
+          check: {command: "c {region} {trial}", needs: [best]}
+        """)
+    assert plan.nodes["train.us.2"].argv == ["t", "us", "2", "r1", "train", "p"]
+    assert plan.nodes["train.us.2"].trial == 2
+    assert sorted(plan.nodes["best.1"].parents) == ["train.br.1", "train.us.1"]
+    # fanning out again after a gather: each publish node needs every best node
+    assert sorted(plan.nodes["publish.br"].parents) == ["best.0", "best.1", "best.2"]
+    # and a fanned-out child of a gather needs the one gather node on its shared axes
+    assert plan.nodes["check.us.1"].parents == ["best.1"]
+
+
+def test_quoted_arguments_stay_whole_and_braces_escape() -> None:
+    plan = plan_of("""\
+        name: p
+        params: {msg: "hello world"}
+        steps:
+          a:
+            command: "echo '{params.msg}' {{literal}}"
+            env: {MSG: "{params.msg}", FLAG: true}
+        """)
+    node = plan.nodes["a"]
+    assert node.argv == ["echo", "hello world", "{literal}"]
+    assert node.env == {"MSG": "hello world", "FLAG": "true"}
+
+
+def test_gpu_class_and_user_requirements_combine() -> None:
+    plan = plan_of("""\
+        name: p
+        steps:
+          a:
+            command: echo
+            resources: {gpus: 2, gpu_class: 80gb, cuda_capability: 8.0}
+            requirements: OpSys == "LINUX"
+        """)
+    step = plan.steps["a"]
+    assert step.requirements == '(GPUs_GlobalMemoryMb >= 79000) && (OpSys == "LINUX")'
+    assert step.resources.gpus == 2 and step.resources.cuda_capability == 8.0
+
+
+def test_plan_round_trips_through_json() -> None:
+    plan = expand(load_spec(SKETCH), run_id="r1")
+    again = Plan.from_json(plan.to_json())
+    assert again.to_dict() == plan.to_dict()
+    assert json.loads(plan.to_json())["nodes"][0]["name"] == "fetch.us"
+
+
+def test_fingerprint_changes_with_params_and_command() -> None:
+    first = plan_of("name: p\nparams: {lr: 0.1}\nsteps:\n  a: {command: 't {params.lr}'}\n")
+    second = plan_of("name: p\nparams: {lr: 0.2}\nsteps:\n  a: {command: 't {params.lr}'}\n")
+    same = plan_of("name: p\nparams: {lr: 0.1}\nsteps:\n  a: {command: 't {params.lr}'}\n", run_id="r2")
+    fp = first.node_fingerprint
+    assert fp(first.nodes["a"]) != second.node_fingerprint(second.nodes["a"])
+    assert fp(first.nodes["a"]) == same.node_fingerprint(same.nodes["a"])
+
+
+def test_dot_output_is_a_digraph() -> None:
+    lines = list(to_dot(expand(load_spec(SKETCH), run_id="r1")))
+    assert lines[0] == 'digraph "ratings-retrain" {'
+    assert '  "evaluate.us" -> "report";' in lines

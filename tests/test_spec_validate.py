@@ -1,0 +1,247 @@
+"""Validation: every error located (file:line:column + field path), all reported at once."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dagflow.errors import SpecError
+from dagflow.spec import load_spec, parse_spec
+
+SKETCH = Path(__file__).parent / "data" / "design_sketch.yaml"
+
+
+def errors_of(text: str) -> list[str]:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(textwrap.dedent(text), "p.yaml")
+    return [d.render() for d in caught.value.diagnostics]
+
+
+def one_error(text: str) -> str:
+    rendered = errors_of(text)
+    assert len(rendered) == 1, rendered
+    return rendered[0]
+
+
+def test_design_sketch_is_accepted_as_written() -> None:
+    spec = load_spec(SKETCH)
+    assert list(spec.model.steps) == ["fetch", "train", "evaluate", "report"]
+    train = spec.model.steps["train"]
+    assert train.resources.gpus == 1
+    assert train.resources.gpu_memory == 16 * 1024
+    assert train.resources.memory == 8 * 1024
+    assert train.retries.count == 2
+    assert train.classads == {"DagflowTeam": "recs"}
+    assert spec.model.search is not None and spec.model.search.variables["lr"].scale == "log"
+    assert spec.model.schedule is not None and spec.model.schedule.cron == "0 3 * * *"
+
+
+def test_yaml_syntax_error_is_located() -> None:
+    message = one_error("name: x\nsteps:\n  a: {command: [x]\n")
+    assert message.startswith("p.yaml:4:1: ") and "YAML syntax error" in message
+
+
+def test_unknown_key_with_suggestion() -> None:
+    message = one_error("""\
+        name: x
+        steps:
+          a:
+            comand: echo hi
+        """)
+    # the unknown key, and the missing command it hides
+    assert "p.yaml:4:5: steps.a.comand: unknown key 'comand'" in message or "comand" in message
+
+
+def test_unknown_key_reports_position_allowed_and_hint() -> None:
+    rendered = errors_of("""\
+        name: x
+        steps:
+          a:
+            command: echo hi
+            neds: [b]
+        """)
+    assert rendered == [
+        "p.yaml:5:5: steps.a.neds: unknown key 'neds' (allowed: kind, description, needs, over, command, "
+        "from, to, resources, requirements, classads, env, retries, timeout, priority, inputs, outputs, "
+        "metrics); did you mean 'needs'?"
+    ]
+
+
+def test_wrong_type_and_bad_units() -> None:
+    rendered = errors_of("""\
+        name: x
+        steps:
+          a:
+            command: echo hi
+            priority: high
+            resources: {memory: 16 GiBs, cpus: 0}
+            timeout: soon
+        """)
+    text = "\n".join(rendered)
+    assert "p.yaml:5:15: steps.a.priority: input should be a valid integer" in text
+    assert "p.yaml:6:25: steps.a.resources.memory: '16 GiBs' is not a size (allowed: a number of MB" in text
+    assert "steps.a.resources.cpus: input should be greater than or equal to 1" in text
+    assert "p.yaml:7:14: steps.a.timeout: 'soon' is not a duration" in text
+    assert len(rendered) == 4
+
+
+def test_duplicate_step_names() -> None:
+    message = one_error("""\
+        name: x
+        steps:
+          a: {command: echo 1}
+          a: {command: echo 2}
+        """)
+    assert message.startswith("p.yaml:4:3: steps.a: duplicate key 'a' (first defined on line 3)")
+
+
+def test_needs_unknown_step_suggests_closest() -> None:
+    message = one_error("""\
+        name: x
+        steps:
+          train: {command: echo 1}
+          evaluate: {command: echo 2, needs: [trian]}
+        """)
+    assert message == (
+        "p.yaml:4:39: steps.evaluate.needs[0]: needs 'trian', but there is no step of that name "
+        "(allowed: train); did you mean 'train'?"
+    )
+
+
+def test_cycle_shown_as_path() -> None:
+    message = one_error("""\
+        name: x
+        steps:
+          a: {command: echo 1, needs: [c]}
+          b: {command: echo 2, needs: [a]}
+          c: {command: echo 3, needs: [b]}
+        """)
+    assert "steps form a cycle: a -> b -> c -> a" in message
+    assert message.startswith("p.yaml:3:")
+
+
+def test_unknown_template_variable_and_gathered_axis() -> None:
+    rendered = errors_of("""\
+        name: x
+        matrix: {region: [us, br]}
+        params: {lr: 0.1}
+        steps:
+          train: {command: "python t.py --lr {params.lrr} --r {regoin}"}
+          report: {command: "python r.py {region}", over: [region], needs: [train]}
+        """)
+    text = "\n".join(rendered)
+    assert "unknown template variable {params.lrr}" in text and "did you mean 'params.lr'?" in text
+    assert "unknown template variable {regoin}" in text and "did you mean 'region'?" in text
+    assert "{region} has no single value in a step that gathers over 'region'" in text
+
+
+def test_empty_axis_and_unknown_over_axis() -> None:
+    text = "\n".join(errors_of("""\
+        name: x
+        matrix: {region: []}
+        steps:
+          a: {command: echo, over: [regoin]}
+        """))
+    assert "p.yaml:2:18: matrix.region: matrix axis 'region' has no values" in text
+    assert "over names 'regoin', which is not a matrix axis" in text and "did you mean 'region'?" in text
+
+
+def test_requirements_must_parse_as_classad() -> None:
+    message = one_error("""\
+        name: x
+        steps:
+          a: {command: echo, requirements: "CUDACapability >= && "}
+        """)
+    assert "does not parse as a ClassAd expression" in message
+    assert message.startswith("p.yaml:3:36: steps.a.requirements")
+
+
+def test_kind_typo_suggests_kind() -> None:
+    message = one_error("""\
+        name: x
+        steps:
+          a: {kind: trian, command: echo}
+        """)
+    assert "did you mean 'train'?" in message
+
+
+def test_transfer_needs_from_and_to() -> None:
+    message = one_error("""\
+        name: x
+        steps:
+          fetch: {kind: transfer, from: s3://b/p}
+        """)
+    assert "a transfer step needs to" in message
+
+
+def test_control_characters_are_refused() -> None:
+    message = one_error("""\
+        name: x
+        params: {note: "a\\nrequirements = True"}
+        steps:
+          a: {command: echo}
+        """)
+    assert "params.note: control characters" in message
+
+
+def test_hostile_matrix_value_is_refused() -> None:
+    message = one_error("""\
+        name: x
+        matrix: {region: ["us\\"\\nrequirements = True"]}
+        steps:
+          a: {command: echo}
+        """)
+    assert "matrix.region[0]" in message and "is not allowed here" in message
+
+
+def test_shell_operators_explained() -> None:
+    message = one_error("""\
+        name: x
+        steps:
+          a: {command: "python t.py | tee log"}
+        """)
+    assert "shell operators | are not interpreted here" in message
+
+
+def test_reserved_classad_names() -> None:
+    message = one_error("""\
+        name: x
+        matrix: {region: [us]}
+        steps:
+          a: {command: echo, classads: {DagflowRegion: x, Team: y}}
+        """)
+    assert "'DagflowRegion' is set by dagflow or HTCondor itself" in message
+
+
+def test_many_errors_reported_at_once() -> None:
+    rendered = errors_of("""\
+        name: x
+        steps:
+          a: {command: echo, needs: [nope], priority: x}
+          b: {kinds: train, command: "echo {nope}"}
+        """)
+    assert len(rendered) == 4
+
+
+def test_missing_file_and_non_mapping() -> None:
+    with pytest.raises(SpecError, match="no such file"):
+        load_spec("/nonexistent/pipeline.yaml")
+    assert "must be a mapping" in one_error("- a\n- b\n")
+
+
+def test_search_variables_need_a_default_param() -> None:
+    message = "\n".join(errors_of("""\
+        name: x
+        params: {lr: 0.1}
+        steps:
+          a: {command: "t {params.lr} {params.hidden}"}
+        search:
+          objective: {metric: loss}
+          variables:
+            lr: {type: FLOAT, min: 0.001, max: 1}
+            hidden: {type: INT, min: 1, max: 9}
+        """))
+    assert "unknown template variable {params.hidden}" in message
+    assert "search.variables.hidden: search variable 'hidden' has no default in params" in message
