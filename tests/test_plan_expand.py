@@ -22,7 +22,14 @@ def test_sketch_expands_per_region_with_one_gathering_report() -> None:
     plan = expand(load_spec(SKETCH), run_id="r1")
     assert len(plan.nodes) == 13
     assert plan.nodes["train.br"].argv == [
-        "python", "train.py", "--data", "data/br", "--lr", "0.01", "--out", "models/br"
+        "python",
+        "train.py",
+        "--data",
+        "data/br",
+        "--lr",
+        "0.01",
+        "--out",
+        "models/br",
     ]
     assert plan.nodes["train.br"].parents == ["fetch.br"]
     assert plan.nodes["fetch.jp"].argv == ["dagflow", "transfer", "s3://ratings/jp/latest/", "data/jp/"]

@@ -22,16 +22,25 @@ EXAMPLES = [ROOT / "tests" / "data" / "design_sketch.yaml", *sorted(ROOT.glob("e
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True),
-    st.text(max_size=30), st.sampled_from(["{region}", "{params.lr}", "16GB", "train", "us", "$(ENV(HOME))"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=True),
+    st.text(max_size=30),
+    st.sampled_from(["{region}", "{params.lr}", "16GB", "train", "us", "$(ENV(HOME))"]),
 )
 documents = st.recursive(
     scalars,
     lambda children: st.one_of(
         st.lists(children, max_size=4),
-        st.dictionaries(st.one_of(st.text(max_size=10), st.sampled_from(
-            ["name", "steps", "matrix", "params", "kind", "needs", "over", "command", "resources"])),
-            children, max_size=5),
+        st.dictionaries(
+            st.one_of(
+                st.text(max_size=10),
+                st.sampled_from(["name", "steps", "matrix", "params", "kind", "needs", "over", "command", "resources"]),
+            ),
+            children,
+            max_size=5,
+        ),
     ),
     max_leaves=25,
 )
@@ -102,7 +111,8 @@ def test_mutated_examples(example: Path, data: st.DataObject) -> None:
 def test_command_line_exits_0_or_2_without_traceback(tmp_path_factory: Any, text: str) -> None:
     path = tmp_path_factory.mktemp("fuzz") / "pipeline.yaml"
     path.write_text(text, encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "dagflow", "validate", str(path)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "dagflow", "validate", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode in (0, 2), result.stderr
     assert "Traceback" not in result.stderr

@@ -138,12 +138,14 @@ def test_unknown_template_variable_and_gathered_axis() -> None:
 
 
 def test_empty_axis_and_unknown_over_axis() -> None:
-    text = "\n".join(errors_of("""\
+    text = "\n".join(
+        errors_of("""\
         name: x
         matrix: {region: []}
         steps:
           a: {command: echo, over: [regoin]}
-        """))
+        """)
+    )
     assert "p.yaml:2:18: matrix.region: matrix axis 'region' has no values" in text
     assert "over names 'regoin', which is not a matrix axis" in text and "did you mean 'region'?" in text
 
@@ -232,7 +234,8 @@ def test_missing_file_and_non_mapping() -> None:
 
 
 def test_search_variables_need_a_default_param() -> None:
-    message = "\n".join(errors_of("""\
+    message = "\n".join(
+        errors_of("""\
         name: x
         params: {lr: 0.1}
         steps:
@@ -242,6 +245,7 @@ def test_search_variables_need_a_default_param() -> None:
           variables:
             lr: {type: FLOAT, min: 0.001, max: 1}
             hidden: {type: INT, min: 1, max: 9}
-        """))
+        """)
+    )
     assert "unknown template variable {params.hidden}" in message
     assert "search.variables.hidden: search variable 'hidden' has no default in params" in message

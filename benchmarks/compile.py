@@ -1,0 +1,249 @@
+"""Benchmark: pipeline.yaml -> DAGMan files, dagflow's whole path against htcondor2.dags' writer.
+
+    python benchmarks/compile.py [--regions 41] [--trials 1000]
+
+Builds a pipeline of REGIONS x TRIALS x 3 steps (fetch -> train on a GPU -> evaluate) plus a report
+gathered over regions (one per trial): 124,000 nodes by default. Each side runs in its own fresh
+subprocess so peak RSS (ru_maxrss) is its own:
+
+  dagflow         YAML load + validate (load_spec) + expand + compile_plan (the .dag and .sub files)
+  htcondor2.dags  the same graph and VARS, built as an htcondor2.dags.DAG and written by write_dag
+
+Targets: dagflow within 1.5x of htcondor2.dags' time, and under 400 MB peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TIME_RATIO_TARGET = 1.5
+PEAK_MB_TARGET = 400
+
+
+def pipeline_yaml(regions: int, trials: int) -> str:
+    region_values = ", ".join(f"r{i:02d}" for i in range(regions))
+    trial_values = ", ".join(f'"{i}"' for i in range(trials))
+    return f"""\
+name: bench
+matrix:
+  region: [{region_values}]
+  trial: [{trial_values}]
+params: {{lr: 0.01, hidden: 128}}
+steps:
+  fetch:
+    kind: transfer
+    from: s3://ratings/{{region}}/latest/
+    to: data/{{region}}/
+  train:
+    kind: train
+    needs: [fetch]
+    command: >-
+      python train.py --data data/{{region}} --lr {{params.lr}} --trial {{trial}}
+      --out models/{{region}}/{{trial}}
+    resources: {{gpus: 1, gpu_memory: 16GB, memory: 8GB, cpus: 4}}
+    requirements: CUDACapability >= 7.0
+    classads: {{DagflowTeam: recs}}
+    retries: 2
+    env: {{OMP_NUM_THREADS: "4"}}
+  evaluate:
+    kind: evaluate
+    needs: [train]
+    command: python eval.py models/{{region}}/{{trial}} --out models/{{region}}/{{trial}}/metrics.json
+  report:
+    kind: evaluate
+    needs: [evaluate]
+    over: [region]
+    command: python report.py models --trial {{trial}}
+"""
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def run_dagflow(pipeline: Path, out: Path) -> dict[str, float]:
+    from dagflow.engines.condor.compile import compile_plan
+    from dagflow.plan.expand import expand
+    from dagflow.spec import load_spec
+
+    base = peak_mb()
+    start = time.perf_counter()
+    spec = load_spec(pipeline)
+    loaded = time.perf_counter()
+    plan = expand(spec, run_id="bench")
+    expanded = time.perf_counter()
+    compile_plan(plan, out)
+    written = time.perf_counter()
+    return {
+        "nodes": len(plan.nodes),
+        "load": loaded - start,
+        "expand": expanded - loaded,
+        "write": written - expanded,
+        "total": written - start,
+        "base_mb": base,
+        "peak_mb": peak_mb(),
+    }
+
+
+def run_htcondor_dags(regions: int, trials: int, out: Path) -> dict[str, float]:
+    import htcondor2
+    from htcondor2 import dags
+
+    base = peak_mb()
+    # Node order is trial-major so each report node's 41 parents are one contiguous Grouper chunk.
+    coords = [(f"r{r:02d}", str(t)) for t in range(trials) for r in range(regions)]
+
+    def args(*argv: str) -> str:
+        return " ".join("'" + a + "'" for a in argv)
+
+    fetch_vars = [
+        {
+            "DagflowArgs": args("dagflow", "transfer", f"s3://ratings/{r}/latest/", f"data/{r}/"),
+            "DagflowEnv": "",
+            "DagflowRegion": f'"{r}"',
+            "DagflowTrial": f'"{t}"',
+        }
+        for r, t in coords
+    ]
+    train_vars = [
+        {
+            "DagflowArgs": args(
+                "python", "train.py", "--data", f"data/{r}", "--lr", "0.01", "--trial", t, "--out", f"models/{r}/{t}"
+            ),
+            "DagflowEnv": "OMP_NUM_THREADS='4'",
+            "DagflowRegion": f'"{r}"',
+            "DagflowTrial": f'"{t}"',
+        }
+        for r, t in coords
+    ]
+    eval_vars = [
+        {
+            "DagflowArgs": args("python", "eval.py", f"models/{r}/{t}", "--out", f"models/{r}/{t}/metrics.json"),
+            "DagflowEnv": "",
+            "DagflowRegion": f'"{r}"',
+            "DagflowTrial": f'"{t}"',
+        }
+        for r, t in coords
+    ]
+    report_vars = [
+        {
+            "DagflowArgs": args("python", "report.py", "models", "--trial", str(t)),
+            "DagflowEnv": "",
+            "DagflowTrial": f'"{t}"',
+        }
+        for t in range(trials)
+    ]
+
+    def submit(gpu: bool) -> htcondor2.Submit:
+        text = 'executable = /usr/bin/env\narguments = "$(DagflowArgs)"\nenvironment = "$(DagflowEnv)"\n'
+        text += "request_gpus = 1\nrequirements = (HAS_GPU =?= true)\n" if gpu else ""
+        return htcondor2.Submit(text)
+
+    start = time.perf_counter()
+    dag = dags.DAG(
+        max_jobs_by_category={"gpu": 16},
+        node_status_file=dags.NodeStatusFile(out / "bench.status"),
+        jobstate_log=out / "bench.jobstate.log",
+        dot_config=dags.DotConfig(out / "bench.dot"),
+    )
+    fetch = dag.layer(name="fetch", submit_description=submit(False), vars=fetch_vars, retries=0)
+    train = fetch.child_layer(
+        name="train", submit_description=submit(True), vars=train_vars, retries=2, category="gpu", edge=dags.OneToOne()
+    )
+    evaluate = train.child_layer(
+        name="evaluate", submit_description=submit(False), vars=eval_vars, edge=dags.OneToOne()
+    )
+    evaluate.child_layer(
+        name="report",
+        submit_description=submit(False),
+        vars=report_vars,
+        edge=dags.Grouper(parent_chunk_size=regions, child_chunk_size=1),
+    )
+    built = time.perf_counter()
+    dags.write_dag(dag, out, dag_file_name="bench.dag")
+    written = time.perf_counter()
+    return {
+        "nodes": len(coords) * 3 + trials,
+        "load": 0.0,
+        "expand": built - start,
+        "write": written - built,
+        "total": written - start,
+        "base_mb": base,
+        "peak_mb": peak_mb(),
+    }
+
+
+def worker(which: str, work: Path, regions: int, trials: int) -> None:
+    out = work / which
+    out.mkdir(parents=True, exist_ok=True)
+    run = run_dagflow if which == "dagflow" else None
+    result = run(work / "pipeline.yaml", out) if run else run_htcondor_dags(regions, trials, out)
+    result["dag_mb"] = sum(p.stat().st_size for p in out.glob("*.dag")) / 1e6
+    print(json.dumps(result))
+
+
+def measure(which: str, work: Path, regions: int, trials: int) -> dict[str, float]:
+    command = [
+        sys.executable,
+        __file__,
+        "--worker",
+        which,
+        "--work",
+        str(work),
+        "--regions",
+        str(regions),
+        "--trials",
+        str(trials),
+    ]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--regions", type=int, default=41)
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--worker", choices=["dagflow", "htcondor2.dags"], help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.worker:
+        worker(options.worker, options.work, options.regions, options.trials)
+        return
+    with tempfile.TemporaryDirectory(prefix="dagflow-bench-") as tmp:
+        work = Path(tmp)
+        (work / "pipeline.yaml").write_text(pipeline_yaml(options.regions, options.trials))
+        ours = measure("dagflow", work, options.regions, options.trials)
+        theirs = measure("htcondor2.dags", work, options.regions, options.trials)
+    ratio = ours["total"] / theirs["total"]
+    print(
+        f"pipeline: {options.regions} regions x {options.trials} trials x 3 steps + report over regions "
+        f"= {int(ours['nodes']):,} nodes (htcondor2.dags graph: {int(theirs['nodes']):,})"
+    )
+    print(
+        f"{'':18}{'load+validate':>14}{'expand/build':>14}{'write':>9}{'total':>9}{'peak RSS':>11}"
+        f"{'(imports)':>11}{'.dag':>9}"
+    )
+    for name, row in (("dagflow", ours), ("htcondor2.dags", theirs)):
+        print(
+            f"{name:18}{row['load']:>13.2f}s{row['expand']:>13.2f}s{row['write']:>8.2f}s{row['total']:>8.2f}s"
+            f"{row['peak_mb']:>8.0f} MB{row['base_mb']:>8.0f} MB{row['dag_mb']:>6.1f} MB"
+        )
+    print(
+        f"time ratio dagflow / htcondor2.dags: {ratio:.2f}x (target <= {TIME_RATIO_TARGET}x: "
+        f"{'met' if ratio <= TIME_RATIO_TARGET else 'MISSED'})"
+    )
+    print(
+        f"dagflow peak RSS: {ours['peak_mb']:.0f} MB (target < {PEAK_MB_TARGET} MB: "
+        f"{'met' if ours['peak_mb'] < PEAK_MB_TARGET else 'MISSED'})"
+    )
+
+
+if __name__ == "__main__":
+    main()

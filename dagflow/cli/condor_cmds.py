@@ -1,0 +1,98 @@
+"""HTCondor commands: compile a pipeline to DAGMan input, and lint generated DAG files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dagflow.cli.app import app
+from dagflow.cli.common import fail, load_plan_or_exit
+from dagflow.errors import EXIT_USAGE, DagflowError
+
+
+@app.command("compile")
+def compile_command(
+    pipeline: Annotated[Path, typer.Argument(help="The pipeline YAML file.", show_default=False)],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Directory to write into (created). Default: .dagflow/runs/<run-id>/condor",
+            show_default=False,
+        ),
+    ] = None,
+    run_id: Annotated[str | None, typer.Option(help="Run id (rendered into {run.id}); default: a new one.")] = None,
+    max_gpu_jobs: Annotated[
+        int, typer.Option(min=1, help="How many GPU nodes DAGMan keeps submitted at once (MAXJOBS gpu N).")
+    ] = 16,
+) -> None:
+    """Compile a pipeline into HTCondor DAGMan input, ready for condor_submit_dag.
+
+    Writes <pipeline>.dag (JOB, VARS, RETRY, PRIORITY, CATEGORY, PARENT lines for every node),
+
+    one <step>.sub per step (filled from submit/<kind>.sub), and logs/ for each node's stdout/stderr.
+
+    Jobs run `/usr/bin/env <argv>` in the pipeline's directory, on a shared filesystem.
+
+    GPU steps require HAS_GPU, GPU memory and CUDA capability, and share the throttled `gpu` category.
+
+    Nothing is submitted: run `condor_submit_dag DIR/<pipeline>.dag`; check first with `dagflow lint DIR`.
+
+    Exit code 2 on an invalid pipeline or on a value that cannot be written safely.
+    """
+    from dagflow.engines.condor.compile import compile_plan
+    from dagflow.engines.condor.dag_writer import DagOptions
+
+    plan = load_plan_or_exit(pipeline, run_id)
+    out_dir = output if output is not None else Path(".dagflow") / "runs" / plan.run_id / "condor"
+    try:
+        dag = compile_plan(plan, out_dir, options=DagOptions(max_gpu_jobs=max_gpu_jobs))
+    except DagflowError as error:
+        fail(error)
+    print(f"wrote {dag} ({len(plan.nodes)} nodes, {len(plan.steps)} submit files)")
+    print(f"submit with: condor_submit_dag {dag}")
+
+
+@app.command("lint")
+def lint_command(
+    target: Annotated[
+        Path, typer.Argument(help="A .dag file, or a directory whose *.dag files to check.", show_default=False)
+    ],
+) -> None:
+    """Check DAGMan input files before you submit them (DAGMan itself only checks at submit time).
+
+    Reports unknown commands, and JOB lines whose submit file is missing or does not parse.
+
+    Reports PARENT/CHILD, VARS, RETRY, PRIORITY or CATEGORY lines naming a node not defined above.
+
+    Reports cycles, and MAXJOBS categories that no CATEGORY line uses.
+
+    Reports VARS values not double-quoted, with escapes other than \\\\ and \\", or with a live `$`.
+
+    Each problem is printed as FILE:LINE: severity: message. Exit code 0 when clean, 2 on any error.
+    """
+    from dagflow.engines.condor.lint import dag_files, lint_dag
+
+    if not target.exists():
+        print(f"error: {target} does not exist", file=sys.stderr)
+        raise typer.Exit(EXIT_USAGE)
+    files = dag_files(target)
+    if not files:
+        print(f"error: no .dag file in {target}", file=sys.stderr)
+        raise typer.Exit(EXIT_USAGE)
+    errors = 0
+    for path in files:
+        problems = lint_dag(path)
+        for problem in problems:
+            print(problem.render(), file=sys.stderr)
+        count = sum(1 for problem in problems if problem.severity == "error")
+        errors += count
+        if not count:
+            print(f"{path}: ok")
+    if errors:
+        print(f"{errors} error{'s' if errors != 1 else ''} found", file=sys.stderr)
+        raise typer.Exit(EXIT_USAGE)

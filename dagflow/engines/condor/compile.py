@@ -1,0 +1,74 @@
+"""Plan -> HTCondor DAGMan input: one .dag file, one submit description per step, a log directory.
+
+    compile_plan(plan, out_dir) -> path of the .dag file
+
+Submit with `condor_submit_dag <dag>`; node stdout/stderr land in <out_dir>/logs/<node>.out|.err and
+every job's events in <out_dir>/dagflow.jobs.log.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from pathlib import Path
+
+from dagflow.engines.condor import escape
+from dagflow.engines.condor.dag_writer import DagFiles, DagOptions, dag_lines
+from dagflow.engines.condor.submit_writer import Layout, StepSubmit, build_step_submit
+from dagflow.errors import DagflowError
+from dagflow.plan.model import Node, Plan
+
+WRITE_CHUNK = 8192  # lines per write call
+
+
+class CondorCompileError(DagflowError):
+    """A plan value that cannot be written into HTCondor files (exit code 2)."""
+
+
+def step_submits(plan: Plan, layout: Layout) -> dict[str, StepSubmit]:
+    by_step: dict[str, list[Node]] = {name: [] for name in plan.steps}
+    for node in plan.nodes.values():
+        if node.step not in by_step:
+            raise CondorCompileError(f"node {node.name}: unknown step {node.step!r}")
+        by_step[node.step].append(node)
+    submits = {}
+    for name, step in plan.steps.items():
+        try:
+            submits[name] = build_step_submit(plan, step, by_step[name], layout)
+        except ValueError as error:
+            raise CondorCompileError(f"step {name}: {error}") from None
+    return submits
+
+
+def compile_plan(
+    plan: Plan,
+    out_dir: Path,
+    *,
+    options: DagOptions | None = None,
+    log_dir: Path | None = None,
+) -> Path:
+    """Write the DAGMan input for plan into out_dir and return the .dag file's path."""
+    options = options or DagOptions()
+    layout = Layout.for_plan(plan, Path(out_dir), log_dir)
+    try:
+        stem = escape.node_name(plan.pipeline)
+    except ValueError as error:
+        raise CondorCompileError(f"pipeline name: {error}") from None
+    files = DagFiles.in_dir(layout.out_dir, stem)
+    submits = step_submits(plan, layout)
+    layout.out_dir.mkdir(parents=True, exist_ok=True)
+    layout.log_dir.mkdir(parents=True, exist_ok=True)
+    # Write to a temporary name first so a failed compile never leaves a half-written DAG behind.
+    partial = files.dag.with_name(files.dag.name + ".partial")
+    try:
+        with partial.open("w", encoding="utf-8", newline="\n") as out:
+            lines = dag_lines(plan, submits, files, options)
+            while chunk := list(islice(lines, WRITE_CHUNK)):
+                out.write("\n".join(chunk))
+                out.write("\n")
+    except ValueError as error:
+        partial.unlink(missing_ok=True)
+        raise CondorCompileError(str(error)) from None
+    for sub in submits.values():
+        sub.path.write_text(sub.text, encoding="utf-8")
+    partial.replace(files.dag)
+    return files.dag

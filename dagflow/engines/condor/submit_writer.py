@@ -1,0 +1,213 @@
+"""One submit description per step, from the step kind's template; per-node values as VARS macros.
+
+Per-step values (resources, requirements, custom ClassAds) are written into the step's file at
+compile time. Per-node values (argv, env, matrix coordinates) reach the same file through DAGMan
+VARS, so 100k nodes share a handful of submit files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import classad2
+
+from dagflow.engines.condor import escape
+from dagflow.engines.condor.templates import fill, load_template
+from dagflow.plan.model import Node, Plan, StepInfo
+
+ARGS_MACRO = "DagflowArgs"
+ENV_MACRO = "DagflowEnv"
+TRIAL_ATTRIBUTE = "DagflowTrial"
+BUILTIN_ATTRIBUTES = frozenset(
+    name.lower() for name in ("DagflowPipeline", "DagflowRunId", "DagflowStep", "DagflowKind", TRIAL_ATTRIBUTE)
+)
+# HoldReasonCode 47 (JobExecuteExceeded): allowed_execute_duration puts the job on hold; removing it
+# makes the node fail, so DAGMan's RETRY applies instead of the DAG waiting on a held job forever.
+TIMEOUT_REMOVE = "(JobStatus == 5) && (HoldReasonCode =?= 47)"
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where the generated files and the jobs' logs go (absolute paths)."""
+
+    out_dir: Path
+    log_dir: Path
+    event_log: Path
+    workdir: Path
+
+    @classmethod
+    def for_plan(cls, plan: Plan, out_dir: Path, log_dir: Path | None = None) -> Layout:
+        out_dir = Path(out_dir).absolute()
+        return cls(
+            out_dir=out_dir,
+            log_dir=Path(log_dir).absolute() if log_dir else out_dir / "logs",
+            event_log=out_dir / "dagflow.jobs.log",
+            workdir=Path(plan.workdir).absolute(),
+        )
+
+    def submit_file(self, step: str) -> Path:
+        return self.out_dir / f"{step}.sub"
+
+
+@dataclass(frozen=True, slots=True)
+class StepSubmit:
+    """A step's generated submit description and the VARS macros each of its nodes sets."""
+
+    step: str
+    path: Path
+    text: str
+    axis_macros: tuple[tuple[str, str], ...]  # (axis, macro name), in the step's axis order
+    has_trial: bool
+    dagman_retry_unless_exit: int | None  # the one code DAGMan's RETRY ... UNLESS-EXIT can carry
+    dagman_retries: int  # retries DAGMan does (0 when the job itself retries)
+
+
+def axis_macro(axis: str) -> str:
+    """`region` -> `DagflowRegion`, `data_split` -> `DagflowDataSplit` (macro and attribute name)."""
+    name = "Dagflow" + "".join(part[:1].upper() + part[1:] for part in axis.split("_") if part)
+    return escape.macro_name(escape.attribute_name(name, f"matrix axis {axis!r}"))
+
+
+def requirements(step: StepInfo) -> str:
+    res = step.resources
+    clauses = [
+        "(TARGET.Cpus >= RequestCpus)",
+        "(TARGET.Memory >= RequestMemory)",
+        "(TARGET.Disk >= RequestDisk)",
+    ]
+    if res.gpus > 0:
+        clauses += ["(TARGET.GPUs >= RequestGPUs)", "(HAS_GPU =?= true)"]
+        if res.gpu_memory_mb is not None:
+            clauses.append(f"(GPUs_GlobalMemoryMb >= {int(res.gpu_memory_mb)})")
+        if res.cuda_capability is not None:
+            clauses.append(f"(CUDACapability >= {float(res.cuda_capability)!r})")
+    if step.requirements:
+        expression = escape.check_text(step.requirements, f"step {step.name} requirements")
+        try:
+            classad2.ExprTree(expression)
+        except Exception as error:
+            raise ValueError(f"step {step.name} requirements is not a ClassAd expression: {error}") from None
+        clauses.append("(" + expression + ")")
+    return escape.submit_literal(" && ".join(clauses), f"step {step.name} requirements")
+
+
+def _attributes(step: StepInfo, axis_macros: tuple[tuple[str, str], ...], has_trial: bool) -> list[str]:
+    lines = [f"My.{macro} = $({macro})" for _, macro in axis_macros]
+    if has_trial:
+        lines.append(f"My.{TRIAL_ATTRIBUTE} = $({TRIAL_ATTRIBUTE})")
+    taken = BUILTIN_ATTRIBUTES | {macro.lower() for _, macro in axis_macros}
+    for name, value in step.classads.items():
+        escape.attribute_name(name, f"step {step.name} classad")
+        if name.lower() in taken:
+            raise ValueError(f"step {step.name} classad {name!r} clashes with an attribute dagflow sets")
+        lines.append(f"My.{name} = {escape.classad_value(value, f'step {step.name} classad {name}')}")
+    return lines
+
+
+def _policy(step: StepInfo, job_retries: bool) -> list[str]:
+    lines = []
+    if step.timeout_s is not None:
+        lines.append(f"allowed_execute_duration = {int(step.timeout_s)}")
+        lines.append(f"periodic_remove = {TIMEOUT_REMOVE}")
+    if job_retries:
+        # DAGMan's RETRY takes one UNLESS-EXIT code; for several, the job retries itself.
+        codes = ", ".join(str(int(code)) for code in step.retry_unless_exit)
+        lines.append(f"max_retries = {int(step.retries)}")
+        lines.append(f"retry_until = member(ExitCode, {{{codes}}})")
+    return lines
+
+
+def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Layout) -> StepSubmit:
+    escape.node_name(step.name)
+    axis_macros = tuple((axis, axis_macro(axis)) for axis in step.axes)
+    has_trial = "trial" not in step.axes and any(node.trial is not None for node in nodes)
+    job_retries = step.retries > 0 and len(step.retry_unless_exit) > 1
+    res = step.resources
+    fields = {
+        "workdir": escape.submit_literal(str(layout.workdir), "workdir"),
+        "log_dir": escape.submit_literal(str(layout.log_dir), "log directory"),
+        "event_log": escape.submit_literal(str(layout.event_log), "event log"),
+        "request_cpus": str(int(res.cpus)),
+        "request_memory": f"{int(res.memory_mb)}M",
+        "request_disk": f"{int(res.disk_mb)}M",
+        "request_gpus": str(int(res.gpus)),
+        "requirements": requirements(step),
+        "pipeline": escape.classad_string(plan.pipeline, "pipeline name"),
+        "run_id": escape.classad_string(plan.run_id, "run id"),
+        "step": escape.classad_string(step.name, "step name"),
+        "kind": escape.classad_string(step.kind, "step kind"),
+        "attributes": "\n".join(_attributes(step, axis_macros, has_trial)),
+        "policy": "\n".join(_policy(step, job_retries)),
+    }
+    header = [
+        f"# generated by dagflow compile for step {step.name} of pipeline {plan.pipeline} "
+        f"(run {plan.run_id}) from the {step.kind}.sub template; edit the template, not this file.",
+    ]
+    text = fill(load_template(step.kind), fields, header)
+    return StepSubmit(
+        step=step.name,
+        path=layout.submit_file(step.name),
+        text=text,
+        axis_macros=axis_macros,
+        has_trial=has_trial,
+        dagman_retry_unless_exit=step.retry_unless_exit[0] if len(step.retry_unless_exit) == 1 else None,
+        dagman_retries=0 if job_retries else int(step.retries),
+    )
+
+
+class NodeVars:
+    """Builds each node's VARS pairs for one step, memoising what nodes share (env, coordinates)."""
+
+    def __init__(self, sub: StepSubmit) -> None:
+        self.sub = sub
+        # Keyed by id(): expand() hands every node of a step the same env dict when it is constant.
+        self._env: dict[int, tuple[dict[str, str], str]] = {}
+        self._coords: dict[str, str] = {}
+
+    def _environment(self, env: dict[str, str]) -> str:
+        hit = self._env.get(id(env))
+        if hit is not None and hit[0] is env:
+            return hit[1]
+        text = escape.environment(env)
+        self._env[id(env)] = (env, text)
+        return text
+
+    def _coordinate(self, axis: str, value: str | None) -> str:
+        if value is None:
+            return "undefined"
+        literal = self._coords.get(value)
+        if literal is None:
+            literal = self._coords[value] = escape.classad_string(value, f"matrix {axis}")
+        return literal
+
+    def macros(self) -> list[str]:
+        """The macro names every node of the step sets, in the order values() gives them."""
+        names = [ARGS_MACRO, ENV_MACRO] + [macro for _, macro in self.sub.axis_macros]
+        return [*names, TRIAL_ATTRIBUTE] if self.sub.has_trial else names
+
+    def values(self, node: Node) -> list[str]:
+        """The node's macro values, already submit-language text, in macros() order."""
+        argv = node.argv
+        if not argv:
+            raise ValueError("the command is empty")
+        first = argv[0]
+        if first.startswith("-") or "=" in first:
+            # /usr/bin/env would read it as an option or a VAR=value assignment, not a program.
+            raise ValueError(f"program name {first!r} must not start with '-' or contain '='")
+        values = [escape.arguments(argv), self._environment(node.env)]
+        coords = node.coords
+        for axis, _ in self.sub.axis_macros:
+            values.append(self._coordinate(axis, coords.get(axis)))
+        if self.sub.has_trial:
+            values.append("undefined" if node.trial is None else str(int(node.trial)))
+        return values
+
+    def __call__(self, node: Node) -> list[tuple[str, str]]:
+        """(macro, value) pairs for a node's VARS line."""
+        return list(zip(self.macros(), self.values(node), strict=True))
+
+
+def node_vars(sub: StepSubmit, node: Node) -> list[tuple[str, str]]:
+    """(macro, value) pairs for one node's VARS line (see NodeVars for the batch form)."""
+    return NodeVars(sub)(node)
