@@ -249,3 +249,8 @@ def test_search_variables_need_a_default_param() -> None:
     )
     assert "unknown template variable {params.hidden}" in message
     assert "search.variables.hidden: search variable 'hidden' has no default in params" in message
+
+
+def test_unicode_line_separator_is_refused_like_a_newline() -> None:
+    message = one_error('name: x\nparams: {note: "a\\u2028b"}\nsteps:\n  a: {command: echo}\n')
+    assert "params.note: control characters" in message

@@ -25,6 +25,7 @@ from dagflow.spec.model import PipelineSpec, StepSpec
 from dagflow.spec.templates import Template, parse_template
 from dagflow.spec.validate import Spec
 from dagflow.spec.yamlpos import dotted
+from dagflow.text import CONTROL_CHARACTERS
 
 
 def new_run_id(pipeline: str) -> str:
@@ -175,7 +176,7 @@ def _requirements(step: StepSpec) -> str | None:
     if step.requirements:
         text = step.requirements.strip()
         # a multi-line YAML expression is re-serialised by HTCondor's own parser onto one line
-        parts.append(str(classad2.ExprTree(text)) if any(ord(c) < 32 for c in text) else text)
+        parts.append(str(classad2.ExprTree(text)) if CONTROL_CHARACTERS.search(text) else text)
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else " && ".join(f"({part})" for part in parts)

@@ -33,6 +33,7 @@ from dagflow.spec.model import (
 from dagflow.spec.templates import TemplateError, parse_template
 from dagflow.spec.units import DURATION_HELP, SIZE_HELP
 from dagflow.spec.yamlpos import Path_, Positions, dotted, load_yaml
+from dagflow.text import CONTROL_CHARACTERS
 
 BUILTIN_VARIABLES = ("run.id", "step", "pipeline")
 SHELL_OPERATORS = frozenset({"|", "||", "&&", ";", ">", ">>", "<", "<<", "&", "2>", "2>&1", "&>"})
@@ -347,7 +348,7 @@ class _Checker:
             self._no_control_chars(path, value)
 
     def _no_control_chars(self, path: Path_, text: str) -> None:
-        if any(ord(char) < 32 or ord(char) == 127 for char in text):
+        if CONTROL_CHARACTERS.search(text):
             self.add(path, "control characters (such as a newline) are not allowed in this value",
                      hint="they cannot be passed safely to batch systems")
 

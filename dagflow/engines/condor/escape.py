@@ -19,8 +19,9 @@ from __future__ import annotations
 import math
 import re
 
-# C0 and C1 controls, DEL, and the Unicode line/paragraph separators.
-_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+from dagflow.text import CONTROL_CHARACTERS
+
+_FORBIDDEN = CONTROL_CHARACTERS
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MACRO_NAME = re.compile(r"[A-Za-z0-9_]+")
 # DAGMan node names: no whitespace or quotes; `+` separates splice names, so it is kept out too.
