@@ -82,9 +82,9 @@ def test_gpu_node_submit_description(compiled) -> None:  # type: ignore[no-untyp
     assert submit.expand("transfer_executable") == "false"
     requirements = submit.expand("requirements")
     for clause in (
-        "(HAS_GPU =?= true)",
-        "(GPUs_GlobalMemoryMb >= 16384)",
-        "(CUDACapability >= 7.5)",
+        "(TARGET.HAS_GPU =?= true)",
+        "(TARGET.GPUs_GlobalMemoryMb >= 16384)",
+        "(TARGET.CUDACapability >= 7.5)",
         '(OpSys == "LINUX")',
     ):
         assert clause in requirements

@@ -84,7 +84,7 @@ def test_gpu_class_and_user_requirements_combine() -> None:
             requirements: OpSys == "LINUX"
         """)
     step = plan.steps["a"]
-    assert step.requirements == '(GPUs_GlobalMemoryMb >= 79000) && (OpSys == "LINUX")'
+    assert step.requirements == '(TARGET.GPUs_GlobalMemoryMb >= 79000) && (OpSys == "LINUX")'
     assert step.resources.gpus == 2 and step.resources.cuda_capability == 8.0
 
 

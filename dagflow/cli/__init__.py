@@ -6,7 +6,7 @@ import importlib
 
 from dagflow.cli.app import app
 
-COMMAND_MODULES = ("spec_cmds", "condor_cmds", "run_cmds", "transfer_cmds")
+COMMAND_MODULES = ("spec_cmds", "condor_cmds", "run_cmds", "transfer_cmds", "agent_cmds", "autoscale_cmds")
 
 for _module in COMMAND_MODULES:
     try:

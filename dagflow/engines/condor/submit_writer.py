@@ -77,11 +77,13 @@ def requirements(step: StepInfo) -> str:
         "(TARGET.Disk >= RequestDisk)",
     ]
     if res.gpus > 0:
-        clauses += ["(TARGET.GPUs >= RequestGPUs)", "(HAS_GPU =?= true)"]
+        # TARGET.-scoped: the job ad has no such attributes, and an unscoped name is looked up in the
+        # job ad first (classad2's symmetricMatch does not fall back to the machine ad at all)
+        clauses += ["(TARGET.GPUs >= RequestGPUs)", "(TARGET.HAS_GPU =?= true)"]
         if res.gpu_memory_mb is not None:
-            clauses.append(f"(GPUs_GlobalMemoryMb >= {int(res.gpu_memory_mb)})")
+            clauses.append(f"(TARGET.GPUs_GlobalMemoryMb >= {int(res.gpu_memory_mb)})")
         if res.cuda_capability is not None:
-            clauses.append(f"(CUDACapability >= {float(res.cuda_capability)!r})")
+            clauses.append(f"(TARGET.CUDACapability >= {float(res.cuda_capability)!r})")
     if step.requirements:
         expression = escape.check_text(step.requirements, f"step {step.name} requirements")
         try:

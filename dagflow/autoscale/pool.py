@@ -1,0 +1,245 @@
+"""The pool side: which execute nodes exist, whether they are busy, and draining them.
+
+`CondorPool` reads startd ads from the collector and drains through htcondor2 (condor_drain's API).
+`InMemoryPool` is the same contract over an in-memory model of startds with partitionable slots,
+claims and the drain state machine; tests and the benchmark drive it, and it records every call.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import classad2
+
+Vector = tuple[float, float, float, float]  # cpus, memory MiB, disk KiB, gpus
+
+
+class NodeState(enum.Enum):
+    """A registered node's state, as the autoscaler sees it (instances without a node are BOOTING)."""
+
+    BUSY = "busy"  # at least one claimed slot
+    IDLE = "idle"  # no claims, accepting jobs
+    DRAINING = "draining"  # no new jobs; running ones finishing
+    DRAINED = "drained"  # no jobs and accepting none: safe to terminate
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str  # the Machine name (what condor_drain takes)
+    instance_id: str | None  # EC2InstanceId, advertised by the node agent
+    state: NodeState
+    free: Vector  # unclaimed resources (partitionable slot's remainder)
+    idle_since: float | None  # when the node last became idle (epoch seconds), None if not idle
+
+
+class PoolControl(Protocol):
+    def nodes(self) -> list[Node]: ...
+
+    def drain(self, name: str, reason: str) -> None: ...
+
+    def cancel_drain(self, name: str) -> None: ...
+
+
+class PoolError(Exception):
+    """A pool operation failed (the node is unknown, already draining, unreachable...)."""
+
+
+STARTD_PROJECTION = [
+    "Name",
+    "Machine",
+    "SlotType",
+    "State",
+    "Activity",
+    "Cpus",
+    "Memory",
+    "Disk",
+    "GPUs",
+    "EC2InstanceId",
+    "EnteredCurrentState",
+    "Draining",
+]
+
+
+def nodes_from_slot_ads(ads: Iterable[classad2.ClassAd]) -> list[Node]:
+    """Fold startd slot ads (one per slot) into one Node per machine."""
+    by_machine: dict[str, list[classad2.ClassAd]] = {}
+    for ad in ads:
+        by_machine.setdefault(str(ad.get("Machine", ad.get("Name", "?"))), []).append(ad)
+    nodes = []
+    for machine, slots in sorted(by_machine.items()):
+        states = [str(slot.get("State", "")) for slot in slots]
+        activities = [str(slot.get("Activity", "")) for slot in slots]
+        claimed = any(state == "Claimed" for state in states)
+        draining = any(slot.get("Draining", False) is True for slot in slots) or "Drained" in states
+        if draining:
+            retiring = claimed or any(a in ("Retiring", "Busy", "Vacating", "Killing") for a in activities)
+            state = NodeState.DRAINING if retiring else NodeState.DRAINED
+        else:
+            state = NodeState.BUSY if claimed else NodeState.IDLE
+        free = [0.0, 0.0, 0.0, 0.0]
+        for slot in slots:
+            if slot.get("State") == "Unclaimed":
+                for index, name in enumerate(("Cpus", "Memory", "Disk", "GPUs")):
+                    value = slot.get(name, 0)
+                    free[index] += float(value) if isinstance(value, int | float) else 0.0
+        entered = [slot.get("EnteredCurrentState") for slot in slots]
+        instance = next((str(slot["EC2InstanceId"]) for slot in slots if "EC2InstanceId" in slot), None)
+        nodes.append(
+            Node(
+                name=machine,
+                instance_id=instance,
+                state=state,
+                free=(free[0], free[1], free[2], free[3]),
+                idle_since=max((float(t) for t in entered if isinstance(t, int | float)), default=None)
+                if state is NodeState.IDLE
+                else None,
+            )
+        )
+    return nodes
+
+
+class CondorPool:
+    """The real pool: the collector's startd ads; drains through the startd's drain command."""
+
+    def __init__(self, pool: str | None = None) -> None:
+        import htcondor2
+
+        self._htcondor = htcondor2
+        self.collector = htcondor2.Collector(pool) if pool else htcondor2.Collector()
+
+    def nodes(self) -> list[Node]:
+        ads = self.collector.query(self._htcondor.AdType.Startd, projection=STARTD_PROJECTION)
+        return nodes_from_slot_ads(ads)
+
+    def _startd(self, name: str):  # -> htcondor2.Startd
+        ads = self.collector.query(self._htcondor.AdType.Startd, constraint=f"Machine == {classad2.quote(name)}")
+        if not ads:
+            raise PoolError(f"no startd ad for machine {name}")
+        return self._htcondor.Startd(ads[0])
+
+    def drain(self, name: str, reason: str) -> None:
+        try:
+            self._startd(name).drainJobs(self._htcondor.DrainType.Graceful, reason=reason)
+        except Exception as error:  # htcondor2 raises HTCondorException subclasses
+            raise PoolError(f"draining {name}: {error}") from error
+
+    def cancel_drain(self, name: str) -> None:
+        try:
+            self._startd(name).cancelDrainJobs()
+        except Exception as error:
+            raise PoolError(f"cancelling the drain of {name}: {error}") from error
+
+
+@dataclass
+class _Machine:
+    name: str
+    instance_id: str | None
+    capacity: Vector
+    claims: dict[str, Vector] = field(default_factory=dict)
+    draining: bool = False
+    idle_since: float | None = None
+
+
+class InMemoryPool:
+    """An in-memory pool of partitionable-slot startds, with HTCondor's drain rules:
+
+    a draining startd accepts no new claims; a graceful drain lets running claims finish; a drained
+    startd stays drained (and visible) until the drain is cancelled or the machine goes away; draining
+    an already draining startd is refused.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.machines: dict[str, _Machine] = {}
+        self.calls: list[tuple[str, ...]] = []
+
+    def add_node(self, name: str, capacity: Vector, instance_id: str | None = None) -> None:
+        self.machines[name] = _Machine(name, instance_id, capacity, idle_since=self.clock())
+
+    def remove_node(self, name: str) -> None:
+        self.machines.pop(name, None)
+
+    def start_job(self, name: str, job: str, request: Vector) -> None:
+        machine = self._machine(name)
+        if machine.draining:
+            raise PoolError(f"{name} is draining and accepts no new jobs")
+        free = self._free(machine)
+        if any(need > have for need, have in zip(request, free, strict=True)):
+            raise PoolError(f"{name} has no room for {job}")
+        machine.claims[job] = request
+        machine.idle_since = None
+
+    def finish_job(self, name: str, job: str) -> None:
+        machine = self._machine(name)
+        del machine.claims[job]
+        if not machine.claims:
+            machine.idle_since = self.clock()
+
+    def _machine(self, name: str) -> _Machine:
+        if name not in self.machines:
+            raise PoolError(f"no startd ad for machine {name}")
+        return self.machines[name]
+
+    @staticmethod
+    def _free(machine: _Machine) -> Vector:
+        used = [sum(claim[i] for claim in machine.claims.values()) for i in range(4)]
+        return (
+            machine.capacity[0] - used[0],
+            machine.capacity[1] - used[1],
+            machine.capacity[2] - used[2],
+            machine.capacity[3] - used[3],
+        )
+
+    def state(self, name: str) -> NodeState:
+        machine = self._machine(name)
+        if machine.draining:
+            return NodeState.DRAINING if machine.claims else NodeState.DRAINED
+        return NodeState.BUSY if machine.claims else NodeState.IDLE
+
+    def nodes(self) -> list[Node]:
+        self.calls.append(("nodes",))
+        result = []
+        for machine in self.machines.values():
+            state = self.state(machine.name)
+            free = self._free(machine) if not machine.draining else (0.0, 0.0, 0.0, 0.0)
+            idle_since = machine.idle_since if state is NodeState.IDLE else None
+            result.append(Node(machine.name, machine.instance_id, state, free, idle_since))
+        return result
+
+    def drain(self, name: str, reason: str) -> None:
+        self.calls.append(("drain", name, reason))
+        machine = self._machine(name)
+        if machine.draining:
+            raise PoolError(f"{name} is already draining")
+        machine.draining = True
+
+    def cancel_drain(self, name: str) -> None:
+        self.calls.append(("cancel_drain", name))
+        machine = self._machine(name)
+        if not machine.draining:
+            raise PoolError(f"{name} is not draining")
+        machine.draining = False
+        if not machine.claims:
+            machine.idle_since = self.clock()
+
+
+class AdsFilePool:
+    """A read-only pool from saved startd ads (`condor_status -l` output): for --dry-run planning."""
+
+    def __init__(self, path: str) -> None:
+        from pathlib import Path
+
+        self._nodes = nodes_from_slot_ads(classad2.parseAds(Path(path).read_text(encoding="utf-8")))
+
+    def nodes(self) -> list[Node]:
+        return list(self._nodes)
+
+    def drain(self, name: str, reason: str) -> None:
+        raise PoolError("the pool was read from a file; it cannot be drained (use --dry-run)")
+
+    def cancel_drain(self, name: str) -> None:
+        raise PoolError("the pool was read from a file; it cannot be changed (use --dry-run)")

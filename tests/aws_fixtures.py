@@ -1,0 +1,171 @@
+"""Fixtures for the agent and autoscaler tests: a real AWS API server (moto_server) on a loopback port,
+and an instance metadata service (IMDSv2) on another. Loaded through tests/conftest.py's pytest_plugins."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """`moto_server` as a real subprocess on a free loopback port, for the whole session."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail("moto_server did not start")
+            time.sleep(0.1)
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture
+def aws(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A clean AWS account on the moto server; boto3 gets dummy credentials."""
+    request = urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST")
+    urllib.request.urlopen(request, timeout=5).close()
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    return moto_endpoint
+
+
+def create_asg(endpoint: str, region: str, name: str, instance_type: str, max_size: int, min_size: int = 0) -> None:
+    """An Auto Scaling group backed by a launch template, the way a site would set one up."""
+    import boto3
+
+    ec2 = boto3.client("ec2", region_name=region, endpoint_url=endpoint)
+    template = f"lt-{name}"
+    # A fixed AMI id and zone names: describing moto's image catalogue costs seconds per test.
+    ec2.create_launch_template(
+        LaunchTemplateName=template, LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": instance_type}
+    )
+    zones = [f"{region}a", f"{region}b"]
+    boto3.client("autoscaling", region_name=region, endpoint_url=endpoint).create_auto_scaling_group(
+        AutoScalingGroupName=name,
+        LaunchTemplate={"LaunchTemplateName": template},
+        MinSize=min_size,
+        MaxSize=max_size,
+        DesiredCapacity=min_size,
+        AvailabilityZones=zones,
+    )
+
+
+@dataclass
+class ImdsState:
+    """What the fake instance metadata service serves; tests change it while it runs."""
+
+    metadata: dict[str, str] = field(
+        default_factory=lambda: {
+            "instance-id": "i-0123456789abcdef0",
+            "instance-type": "p4de.24xlarge",
+            "placement/region": "us-east-1",
+            "placement/availability-zone": "us-east-1b",
+            "instance-life-cycle": "spot",
+        }
+    )
+    spot_action: dict[str, Any] | None = None
+    rebalance: dict[str, Any] | None = None
+    tokens: set[str] = field(default_factory=set)
+    requests: list[tuple[str, str, int]] = field(default_factory=list)  # method, path, status
+
+
+def _handler(state: ImdsState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _send(self, status: int, body: str = "") -> None:
+            state.requests.append((self.command, self.path, status))
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_PUT(self) -> None:
+            ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
+            if self.path != "/latest/api/token":
+                return self._send(404)
+            if ttl is None or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
+                return self._send(400)
+            token = secrets.token_urlsafe(24)
+            state.tokens.add(token)
+            return self._send(200, token)
+
+        def do_GET(self) -> None:
+            if self.headers.get("X-aws-ec2-metadata-token") not in state.tokens:
+                return self._send(401)  # IMDSv2 required: no IMDSv1 answers
+            prefix = "/latest/meta-data/"
+            if not self.path.startswith(prefix):
+                return self._send(404)
+            path = self.path[len(prefix) :]
+            if path == "spot/instance-action":
+                return self._send(200, json.dumps(state.spot_action)) if state.spot_action else self._send(404)
+            if path == "events/recommendations/rebalance":
+                return self._send(200, json.dumps(state.rebalance)) if state.rebalance else self._send(404)
+            if path in state.metadata:
+                return self._send(200, state.metadata[path])
+            return self._send(404)
+
+    return Handler
+
+
+@pytest.fixture
+def imds() -> Iterator[tuple[str, ImdsState]]:
+    """An IMDSv2 server on a loopback port: (endpoint, mutable state)."""
+    state = ImdsState()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", state
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def no_imds(monkeypatch: pytest.MonkeyPatch) -> str:
+    """An endpoint where nothing listens: what a host off EC2 sees (connection refused)."""
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("DAGFLOW_IMDS_ENDPOINT", endpoint)
+    return endpoint
