@@ -1,11 +1,10 @@
-"""The per-region retraining example: its pipeline validates, expands, and its nodes produce a report.
-
-Runs the plan's nodes in order with plain subprocesses (no engine), in a copy of the example.
-"""
+"""The per-region retraining example, the README's main job: `dagflow run` on a copy of it, end to end,
+with PATH stripped of this venv so the nodes' `python` must come from dagflow itself."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from dagflow.plan.expand import expand
-from dagflow.plan.model import DAGFLOW_LAUNCHER
 from dagflow.spec import load_spec
 
 pytest.importorskip("sklearn")
@@ -36,14 +34,11 @@ def test_pipeline_runs_end_to_end(tmp_path: Path) -> None:
     assert len(plan.nodes) == 3 * len(REGIONS) + 1
     assert plan.nodes["report"].parents == [f"evaluate.{region}" for region in REGIONS]
 
-    for node in plan.nodes.values():  # plan.nodes is in a topological order
-        argv = list(node.argv)
-        if argv[0] == DAGFLOW_LAUNCHER:
-            argv[:1] = [sys.executable, "-m", "dagflow"]
-        elif argv[0] == "python":
-            argv[0] = sys.executable
-        done = subprocess.run(argv, cwd=plan.workdir, capture_output=True, text=True, check=False, timeout=120)
-        assert done.returncode == 0, f"{node.name}: {done.stderr}"
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    run = [sys.executable, "-m", "dagflow", "run", str(workdir / "pipeline.yaml"), "--jobs", "2"]
+    done = subprocess.run(run, cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "13" in done.stdout
 
     for region in REGIONS:
         metrics = json.loads((workdir / "models" / region / "metrics.json").read_text())
@@ -52,3 +47,12 @@ def test_pipeline_runs_end_to_end(tmp_path: Path) -> None:
     report = json.loads((workdir / "reports" / "report.json").read_text())
     assert report["summary"]["regions"] == len(REGIONS)
     assert "| region |" in (workdir / "reports" / "report.md").read_text()
+
+    # a second run finds every node unchanged and skips it
+    again = subprocess.run(run, cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    status = subprocess.run([sys.executable, "-m", "dagflow", "status", "latest", "--json"], cwd=workdir,
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stderr
+    states = {node["node"]: node["state"] for node in json.loads(status.stdout)["nodes"]}
+    assert set(states.values()) == {"cached"}, states

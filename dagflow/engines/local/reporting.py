@@ -1,0 +1,174 @@
+"""Progress reporters: the runner calls one of these as nodes move; plain lines or JSON events here,
+the live terminal view in live_view.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from dagflow.engines.local.options import RUN_INTERRUPTED, RUN_SUCCEEDED, RunResult
+from dagflow.plan import Plan
+
+
+@dataclass(slots=True)
+class RunInfo:
+    plan: Plan
+    run_id: str
+    run_dir: Path
+    jobs: int
+    resumed: bool
+    done: set[str] = field(default_factory=set)  # finished by an earlier runner of this run
+
+
+class Reporter:
+    """Does nothing; subclasses override what they show. tick() is called about every tick_interval
+    seconds while nodes run, when tick_interval is set."""
+
+    tick_interval: float | None = None
+
+    def run_started(self, info: RunInfo) -> None: ...
+
+    def node_started(self, name: str, attempt: int, gpus: tuple[str, ...]) -> None: ...
+
+    def node_finished(
+        self, name: str, state: str, attempt: int, rc: int | None, why: str | None, duration: float
+    ) -> None:
+        """state is succeeded, failed, interrupted, or retry (it will start again)."""
+
+    def node_cached(self, name: str) -> None: ...
+
+    def nodes_blocked(self, names: list[str], by: str) -> None: ...
+
+    def tick(self) -> None: ...
+
+    def run_finished(self, result: RunResult) -> None: ...
+
+
+def summary_lines(result: RunResult, runs_dir_hint: str = "") -> list[str]:
+    counts = result.counts()
+    parts = [f"{count} {state.replace('_', '-')}" for state, count in counts.items()]
+    lines = [f"run {result.run_id} {result.state} in {result.duration_s:.1f}s: {', '.join(parts) or 'no nodes'}"]
+    if result.resumed_done:
+        lines.append(f"  {result.resumed_done} nodes had finished before this resume and were not rerun")
+    if counts.get("cached"):
+        lines.append(f"  skipped {counts['cached']} cached nodes (unchanged since they last succeeded)")
+    for failure in result.failures[:20]:
+        tries = f" after {failure.attempts} attempts" if failure.attempts > 1 else ""
+        lines.append(f"  failed {failure.node}: {failure.why}{tries}; {failure.log_hint()}")
+    if len(result.failures) > 20:
+        lines.append(f"  ... and {len(result.failures) - 20} more failed nodes")
+    if counts.get("upstream_failed"):
+        lines.append(f"  {counts['upstream_failed']} nodes did not run because a node they need failed")
+    if result.state != RUN_SUCCEEDED:
+        lines.append(f"resume with: dagflow run --resume {result.run_id}{runs_dir_hint}")
+    return lines
+
+
+class PlainReporter(Reporter):
+    """One line per finished node, for logs and pipes."""
+
+    def __init__(self, stream: TextIO | None = None, runs_dir_hint: str = "") -> None:
+        self.stream = stream or sys.stdout
+        self.runs_dir_hint = runs_dir_hint
+        self.total = 0
+        self.finished = 0
+
+    def _print(self, text: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {text}", file=self.stream)
+
+    def run_started(self, info: RunInfo) -> None:
+        self.total = len(info.plan.nodes)
+        self.finished = len(info.done)
+        verb = "resuming" if info.resumed else "starting"
+        extra = f", {len(info.done)} already done" if info.done else ""
+        self._print(f"{verb} run {info.run_id}: {self.total} nodes, {info.jobs} slots{extra} (logs in {info.run_dir})")
+
+    def node_finished(
+        self, name: str, state: str, attempt: int, rc: int | None, why: str | None, duration: float
+    ) -> None:
+        if state != "retry":
+            self.finished += 1
+        detail = f" ({why})" if why and state != "succeeded" else ""
+        tries = f" attempt {attempt}" if attempt > 1 or state == "retry" else ""
+        label = "retrying" if state == "retry" else state
+        self._print(f"[{self.finished}/{self.total}] {label} {name}{tries} {duration:.1f}s{detail}")
+
+    def node_cached(self, name: str) -> None:
+        self.finished += 1
+        self._print(f"[{self.finished}/{self.total}] cached {name}")
+
+    def nodes_blocked(self, names: list[str], by: str) -> None:
+        self.finished += len(names)
+        self._print(f"[{self.finished}/{self.total}] {len(names)} nodes will not run: {by} failed")
+
+    def run_finished(self, result: RunResult) -> None:
+        if result.state == RUN_INTERRUPTED:
+            self._print("interrupted")
+        for line in summary_lines(result, self.runs_dir_hint):
+            print(line, file=self.stream)
+        self.stream.flush()
+
+
+class JsonReporter(Reporter):
+    """Newline-delimited JSON events on stdout, one object per event, each with "event" and "t"."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stdout
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        fields["event"] = event
+        fields["t"] = round(time.time(), 3)
+        self.stream.write(json.dumps(fields, separators=(",", ":")) + "\n")
+        self.stream.flush()  # a consumer follows the run as it goes
+
+    def run_started(self, info: RunInfo) -> None:
+        self._emit(
+            "run_started",
+            run_id=info.run_id,
+            run_dir=str(info.run_dir),
+            pipeline=info.plan.pipeline,
+            nodes=len(info.plan.nodes),
+            jobs=info.jobs,
+            resumed=info.resumed,
+            already_done=len(info.done),
+        )
+        self.stream.flush()
+
+    def node_started(self, name: str, attempt: int, gpus: tuple[str, ...]) -> None:
+        self._emit("node_started", node=name, attempt=attempt, gpus=list(gpus))
+
+    def node_finished(
+        self, name: str, state: str, attempt: int, rc: int | None, why: str | None, duration: float
+    ) -> None:
+        self._emit(
+            "node_finished",
+            node=name,
+            state=state,
+            attempt=attempt,
+            exit_code=rc,
+            why=why,
+            duration_s=round(duration, 3),
+        )
+
+    def node_cached(self, name: str) -> None:
+        self._emit("node_cached", node=name)
+
+    def nodes_blocked(self, names: list[str], by: str) -> None:
+        for name in names:
+            self._emit("node_upstream_failed", node=name, by=by)
+
+    def run_finished(self, result: RunResult) -> None:
+        self._emit(
+            "run_finished",
+            run_id=result.run_id,
+            state=result.state,
+            exit_code=result.exit_code,
+            counts=result.counts(),
+            duration_s=round(result.duration_s, 3),
+            failed=[{"node": f.node, "why": f.why, "log": str(f.log) if f.log else None} for f in result.failures],
+        )
+        self.stream.flush()

@@ -1,0 +1,123 @@
+"""Where a run's files live: `<runs-dir>/<run-id>/{plan.json, journal.jsonl, logs/<node>.out|.err}`.
+
+A node's log file is created when that stream first says something: a node that printed nothing to
+stderr has no `.err`. The node cache is a sibling of the runs directory (`.dagflow/cache/` beside
+`.dagflow/runs/`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagflow.errors import DagflowError
+from dagflow.plan import Plan
+from dagflow.run.ids import validate_run_id
+
+DEFAULT_RUNS_DIR = Path(".dagflow") / "runs"
+LATEST_FILE = "LATEST"  # holds the id of the run started most recently under a runs dir
+
+
+class RunNotFoundError(DagflowError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RunLayout:
+    runs_dir: Path
+    run_id: str
+
+    @property
+    def run_dir(self) -> Path:
+        return self.runs_dir / self.run_id
+
+    @property
+    def plan_path(self) -> Path:
+        return self.run_dir / "plan.json"
+
+    @property
+    def journal_path(self) -> Path:
+        return self.run_dir / "journal.jsonl"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.run_dir / "runner.lock"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.run_dir / "logs"
+
+    def stdout_path(self, node: str) -> Path:
+        return self.logs_dir / f"{node}.out"
+
+    def stderr_path(self, node: str) -> Path:
+        return self.logs_dir / f"{node}.err"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.runs_dir.parent / "cache"
+
+    @classmethod
+    def from_run_dir(cls, run_dir: Path) -> RunLayout:
+        run_dir = Path(run_dir).absolute()
+        return cls(run_dir.parent, run_dir.name)
+
+    def exists(self) -> bool:
+        return self.plan_path.is_file()
+
+    def create(self, plan: Plan) -> None:
+        """Make the run directory and write plan.json; the run id must be new."""
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.plan_path.with_suffix(".json.tmp")
+        tmp.write_text(plan.to_json())
+        os.replace(tmp, self.plan_path)
+        self.journal_path.touch()
+        self.mark_latest()
+
+    def mark_latest(self) -> None:
+        tmp = self.runs_dir / f".{LATEST_FILE}.{os.getpid()}"
+        tmp.write_text(self.run_id + "\n")
+        os.replace(tmp, self.runs_dir / LATEST_FILE)
+
+    def load_plan(self) -> Plan:
+        try:
+            return Plan.from_json(self.plan_path.read_text())
+        except FileNotFoundError:
+            raise RunNotFoundError(f"no run {self.run_id!r} under {self.runs_dir}") from None
+        except (ValueError, KeyError, TypeError) as error:
+            raise RunNotFoundError(f"{self.plan_path} is not a readable plan: {error}") from None
+
+
+def find_run(runs_dir: Path, run_id: str | None) -> RunLayout:
+    """The run named run_id (or "latest", or None for the latest) under runs_dir."""
+    runs_dir = Path(runs_dir).absolute()
+    if run_id is None or run_id == "latest":
+        return latest_run(runs_dir)
+    validate_run_id(run_id)
+    layout = RunLayout(runs_dir, run_id)
+    if not layout.exists():
+        known = list_runs(runs_dir)
+        hint = f"; known runs: {', '.join(known[-5:])}" if known else ""
+        raise RunNotFoundError(f"no run {run_id!r} under {runs_dir}{hint}")
+    return layout
+
+
+def list_runs(runs_dir: Path) -> list[str]:
+    if not runs_dir.is_dir():
+        return []
+    return sorted(entry.name for entry in os.scandir(runs_dir) if (Path(entry.path) / "plan.json").is_file())
+
+
+def latest_run(runs_dir: Path) -> RunLayout:
+    try:
+        run_id = (runs_dir / LATEST_FILE).read_text().strip()
+        if (runs_dir / run_id / "plan.json").is_file():
+            return RunLayout(runs_dir, run_id)
+    except OSError:
+        pass
+    runs = list_runs(runs_dir)
+    if not runs:
+        raise RunNotFoundError(f"no runs under {runs_dir}")
+    newest = max(runs, key=lambda name: (runs_dir / name / "plan.json").stat().st_mtime)
+    return RunLayout(runs_dir, newest)
