@@ -122,6 +122,22 @@ def test_cycle_shown_as_path() -> None:
     assert message.startswith("p.yaml:3:")
 
 
+def test_every_disjoint_cycle_is_reported() -> None:
+    rendered = errors_of("""\
+        name: x
+        steps:
+          a: {command: echo, needs: [b]}
+          b: {command: echo, needs: [a]}
+          c: {command: echo}
+          d: {command: echo, needs: [e, c]}
+          e: {command: echo, needs: [d]}
+        """)
+    assert [line.split(": ", 2)[2] for line in rendered] == [
+        "steps form a cycle: a -> b -> a",
+        "steps form a cycle: d -> e -> d",
+    ]
+
+
 def test_unknown_template_variable_and_gathered_axis() -> None:
     rendered = errors_of("""\
         name: x
@@ -254,3 +270,8 @@ def test_search_variables_need_a_default_param() -> None:
 def test_unicode_line_separator_is_refused_like_a_newline() -> None:
     message = one_error('name: x\nparams: {note: "a\\u2028b"}\nsteps:\n  a: {command: echo}\n')
     assert "params.note: control characters" in message
+
+
+def test_a_mapping_in_needs_is_a_located_error() -> None:
+    message = one_error("name: x\nsteps:\n  a: {command: echo, needs: [{b: 1}]}\n")
+    assert message.startswith("p.yaml:3:30: steps.a.needs[0]: ")

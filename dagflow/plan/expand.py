@@ -14,9 +14,9 @@ import shlex
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from graphlib import TopologicalSorter
 
 import classad2
-import networkx as nx
 
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.plan.model import DAGFLOW_LAUNCHER, Node, Plan, Resources, StepInfo
@@ -40,12 +40,16 @@ def param_text(value: object) -> str:
 
 
 def step_order(model: PipelineSpec) -> list[str]:
-    graph = nx.DiGraph()
-    graph.add_nodes_from(model.steps)
-    for name, step in model.steps.items():
-        graph.add_edges_from((need, name) for need in step.needs)
+    """Steps in a topological order, ties broken by declaration order (validation refused cycles)."""
     declared = {name: index for index, name in enumerate(model.steps)}
-    return list(nx.lexicographical_topological_sort(graph, key=declared.__getitem__))
+    sorter = TopologicalSorter({name: step.needs for name, step in model.steps.items()})
+    sorter.prepare()
+    order: list[str] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready(), key=declared.__getitem__)
+        order.extend(ready)
+        sorter.done(*ready)
+    return order
 
 
 @contextmanager

@@ -12,11 +12,11 @@ import re
 import shlex
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Any
 
 import classad2
-import networkx as nx
 from pydantic import ValidationError
 
 from dagflow.errors import Diagnostic, SpecError
@@ -325,20 +325,24 @@ class _Checker:
                              hint="add gpus: 1 (or more)")
 
     def _cycles(self, steps: dict[str, Any]) -> None:
-        graph = nx.DiGraph()
-        for name, step in steps.items():
-            if isinstance(step, dict):
-                for need in _as_list(step.get("needs")):
-                    if isinstance(need, str) and need in steps and need != name:
-                        graph.add_edge(need, name)
-        for component in nx.strongly_connected_components(graph):
-            if len(component) > 1:
-                cycle = nx.find_cycle(graph.subgraph(component))
-                names = [edge[0] for edge in cycle]
-                first = min(names, key=list(steps).index)
-                start = names.index(first)
-                names = names[start:] + names[:start]
-                self.add(("steps", first, "needs"), "steps form a cycle: " + " -> ".join([*names, names[0]]))
+        """Report each cycle among the steps' needs, one per disjoint group of cyclic steps."""
+        order = list(steps)
+        graph = {
+            name: {need for need in _as_list(step.get("needs")) if isinstance(need, str) and need in steps}
+            - {name}
+            for name, step in steps.items()
+            if isinstance(step, dict)
+        }
+        while True:
+            try:
+                TopologicalSorter(graph).prepare()
+                return
+            except CycleError as error:
+                names = list(dict.fromkeys(error.args[1]))  # [a, b, ..., a]: each is needed by the next
+            start = names.index(min(names, key=order.index))
+            names = names[start:] + names[:start]
+            self.add(("steps", names[0], "needs"), "steps form a cycle: " + " -> ".join([*names, names[0]]))
+            graph = {name: preds - set(names) for name, preds in graph.items() if name not in names}
 
     def _control_chars(self, path: Path_, value: Any) -> None:
         if isinstance(value, dict):
