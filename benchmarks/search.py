@@ -1,0 +1,321 @@
+"""Search engines on Branin and Hartmann6: regret after 20 and 40 evaluations, over seeds.
+
+Rows (all in one run, same problems, same seeds):
+
+  dagflow gp        dagflow's default engine (GP + log EI), one trial at a time
+  dagflow gp b4/b8  the same engine in synchronous batches of 4 / 8: a batch is suggested whole (each
+                    point with the batch's others as pending), then evaluated whole
+  dagflow gp a8     asynchronous, 8 in flight, as a scheduler with `parallel: 8` runs: whenever the
+                    oldest running trial finishes, one new point is suggested with the other 7 pending
+  random            dagflow's random search, the baseline
+  optuna tpe        Optuna's TPESampler (multivariate), if optuna is installed
+  optuna gp         Optuna's GPSampler, if optuna and torch are installed (the `gp-optuna` extra)
+  gpyopt ei         GPyOpt's EI, if it installs and runs: it is run in benchmarks/.venv-gpyopt (made on
+                    first use with pip; GPyOpt is unmaintained and wants old packages of its own)
+
+Regret = best value found so far - the known minimum (Branin 0.397887, Hartmann6 -3.32237). The table
+gives the median and the interquartile range over the seeds. It also times one dagflow suggestion
+with 200 observations in the Hartmann6 space.
+
+    python benchmarks/search.py              # 10 seeds (several minutes on 2 cores)
+    python benchmarks/search.py --quick      # 3 seeds, a smoke run
+    python benchmarks/search.py --only gp,random --problems branin
+"""
+
+from __future__ import annotations
+
+import os
+
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import venv  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+# dagflow is imported inside the functions that use it: the GPyOpt worker runs this file in a venv
+# that has only GPyOpt's own packages.
+
+GPYOPT_VENV = HERE / ".venv-gpyopt"
+GPYOPT_PACKAGES = ["GPyOpt", "GPy", "numpy", "scipy", "matplotlib"]
+
+
+# --- problems ---------------------------------------------------------------------------------------
+
+
+def branin(x: Sequence[float]) -> float:
+    x1, x2 = x
+    b, c, t = 5.1 / (4 * math.pi**2), 5 / math.pi, 1 / (8 * math.pi)
+    return (x2 - b * x1**2 + c * x1 - 6) ** 2 + 10 * (1 - t) * math.cos(x1) + 10
+
+
+_H6_A = np.array([
+    [10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14], [3, 3.5, 1.7, 10, 17, 8], [17, 8, 0.05, 10, 0.1, 14],
+])
+_H6_P = 1e-4 * np.array([
+    [1312, 1696, 5569, 124, 8283, 5886], [2329, 4135, 8307, 3736, 1004, 9991],
+    [2348, 1451, 3522, 2883, 3047, 6650], [4047, 8828, 8732, 5743, 1091, 381],
+])
+_H6_ALPHA = np.array([1.0, 1.2, 3.0, 3.2])
+
+
+def hartmann6(x: Sequence[float]) -> float:
+    z = np.asarray(x, dtype=float)
+    return float(-np.sum(_H6_ALPHA * np.exp(-np.sum(_H6_A * (z - _H6_P) ** 2, axis=1))))
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    function: Callable[[Sequence[float]], float]
+    bounds: list[tuple[float, float]]
+    minimum: float
+
+    def space(self) -> Any:
+        from dagflow.search import SearchSpace
+        from dagflow.spec.model import VariableSpec
+
+        return SearchSpace({
+            f"x{i}": VariableSpec(type="FLOAT", min=low, max=high) for i, (low, high) in enumerate(self.bounds)
+        })
+
+    def evaluate(self, params: dict[str, Any]) -> float:
+        return self.function([float(params[f"x{i}"]) for i in range(len(self.bounds))])
+
+
+PROBLEMS = {
+    "branin": Problem("branin", branin, [(-5.0, 10.0), (0.0, 15.0)], 0.397887),
+    "hartmann6": Problem("hartmann6", hartmann6, [(0.0, 1.0)] * 6, -3.32237),
+}
+
+# row label -> (engine, trials at once, synchronous batches or asynchronous)
+CONFIGS: dict[str, tuple[str, int, str]] = {
+    "dagflow gp": ("gp", 1, "sync"),
+    "dagflow gp b4": ("gp", 4, "sync"),
+    "dagflow gp b8": ("gp", 8, "sync"),
+    "dagflow gp a8": ("gp", 8, "async"),
+    "random": ("random", 1, "sync"),
+    "optuna tpe": ("tpe-optuna", 1, "sync"),
+    "optuna gp": ("gp-optuna", 1, "sync"),
+    "gpyopt ei": ("gpyopt", 1, "sync"),
+}
+
+
+# --- runs ------------------------------------------------------------------------------------------
+
+
+def run_dagflow(problem_name: str, engine: str, batch: int, seed: int, budget: int, mode: str = "sync") -> list[float]:
+    """Values in the order they finished."""
+    from dagflow.search import Observation, make_optimizer
+
+    problem = PROBLEMS[problem_name]
+    optimizer = make_optimizer(problem.space(), engine, seed=seed)
+    observations: list[Observation] = []
+    if mode == "async":
+        running = optimizer.suggest(batch, observations, [])
+        while running:
+            point = running.pop(0)  # trials take equally long: the oldest finishes first
+            observations.append(Observation(point, problem.evaluate(point)))
+            if len(observations) + len(running) < budget:
+                running += optimizer.suggest(1, observations, running)
+    else:
+        while len(observations) < budget:
+            points = optimizer.suggest(min(batch, budget - len(observations)), observations, [])
+            for point in points:
+                observations.append(Observation(point, problem.evaluate(point)))
+    return [float(o.value) for o in observations]  # type: ignore[arg-type]
+
+
+def run_gpyopt(problem_name: str, seed: int, budget: int) -> list[float]:
+    """Runs inside benchmarks/.venv-gpyopt (see main's --gpyopt-worker)."""
+    import GPyOpt  # type: ignore[import-not-found]
+
+    problem = PROBLEMS[problem_name]
+    np.random.seed(seed)
+    domain = [
+        {"name": f"x{i}", "type": "continuous", "domain": bounds} for i, bounds in enumerate(problem.bounds)
+    ]
+    values: list[float] = []
+
+    def f(x: np.ndarray) -> np.ndarray:
+        out = np.array([[problem.function(row)] for row in x])
+        values.extend(float(v) for v in out[:, 0])
+        return out
+
+    initial = max(5, min(10, len(problem.bounds) + 1))
+    bo = GPyOpt.methods.BayesianOptimization(
+        f=f, domain=domain, acquisition_type="EI", initial_design_numdata=initial, exact_feval=True
+    )
+    bo.run_optimization(max_iter=budget - initial)
+    return values[:budget]
+
+
+def regrets(values: list[float], minimum: float, at: Sequence[int]) -> list[float]:
+    best = np.minimum.accumulate(np.asarray(values))
+    return [float(best[min(k, len(best)) - 1] - minimum) for k in at]
+
+
+def _job(args: tuple[str, str, int, int]) -> tuple[str, str, int, list[float] | str]:
+    label, problem_name, seed, budget = args
+    engine, batch, mode = CONFIGS[label]
+    try:
+        return label, problem_name, seed, run_dagflow(problem_name, engine, batch, seed, budget, mode)
+    except Exception as error:  # a broken optional engine becomes a note, not a crash
+        return label, problem_name, seed, f"{type(error).__name__}: {error}"
+
+
+def gpyopt_python(given: str | None) -> tuple[Path | None, str]:
+    python = Path(given) if given else GPYOPT_VENV / "bin" / "python"
+    if not python.exists() and not given:
+        print("creating benchmarks/.venv-gpyopt for GPyOpt ...", file=sys.stderr)
+        venv.create(GPYOPT_VENV, with_pip=True)
+        result = subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", *GPYOPT_PACKAGES], capture_output=True, text=True
+        )
+        if result.returncode:
+            return None, "pip install failed: " + result.stderr.strip().splitlines()[-1]
+    return python, ""
+
+
+def _gpyopt_job(args: tuple[str, str, int, int]) -> list[float] | str:
+    python, problem_name, seed, budget = args
+    result = subprocess.run(
+        [python, __file__, "--gpyopt-worker", problem_name, str(seed), str(budget)], capture_output=True, text=True
+    )
+    if result.returncode:
+        return (result.stderr.strip().splitlines() or ["failed"])[-1]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run_gpyopt_all(
+    problems: list[str], seeds: list[int], budget: int, python_path: str | None, workers: int
+) -> dict[tuple[str, int], list[float] | str]:
+    python, why = gpyopt_python(python_path)
+    keys = [(p, s) for p in problems for s in seeds]
+    if python is None:
+        return dict.fromkeys(keys, why)
+    with ProcessPoolExecutor(workers) as pool:
+        outcomes = pool.map(_gpyopt_job, [(str(python), p, s, budget) for p, s in keys])
+        return dict(zip(keys, outcomes, strict=True))
+
+
+def time_suggestion(observed: int = 200, repeats: int = 3) -> float:
+    from dagflow.search import Observation, make_optimizer
+
+    problem = PROBLEMS["hartmann6"]
+    rng = np.random.default_rng(0)
+    space = problem.space()
+    observations = []
+    for row in rng.random((observed, space.dim)):
+        params = space.decode(row)
+        observations.append(Observation(params, problem.evaluate(params)))
+    optimizer = make_optimizer(space, "gp", seed=0)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        optimizer.suggest(1, observations)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _fmt(values: list[float]) -> str:
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    return f"{median:9.2e} [{q1:8.1e}, {q3:8.1e}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="3 seeds: a smoke run")
+    parser.add_argument("--seeds", type=int, default=None, help="number of seeds (default 10, 3 with --quick)")
+    parser.add_argument("--budget", type=int, default=40)
+    parser.add_argument("--only", default=None, help="comma-separated row labels' engines, e.g. gp,random,gpyopt")
+    parser.add_argument("--problems", default="branin,hartmann6")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
+    parser.add_argument("--gpyopt-python", default=None, help="a Python with GPyOpt (default: benchmarks/.venv-gpyopt)")
+    parser.add_argument("--gpyopt-worker", nargs=3, metavar=("PROBLEM", "SEED", "BUDGET"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.gpyopt_worker:
+        problem_name, seed, budget = args.gpyopt_worker
+        print(json.dumps(run_gpyopt(problem_name, int(seed), int(budget))))
+        return 0
+
+    seeds = list(range(args.seeds or (3 if args.quick else 10)))
+    problems = args.problems.split(",")
+    wanted = set(args.only.split(",")) if args.only else None
+    labels = [label for label, (engine, _, _) in CONFIGS.items() if wanted is None or engine in wanted]
+    at = [20, args.budget]
+
+    results: dict[tuple[str, str], list[list[float]]] = {}
+    notes: dict[str, str] = {}
+    elapsed: dict[str, float] = {}
+    jobs = [(label, p, s, args.budget) for label in labels if label != "gpyopt ei" for p in problems for s in seeds]
+    started = time.perf_counter()
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for label, problem_name, _seed, outcome in pool.map(_job, jobs):
+            if isinstance(outcome, str):
+                notes[label] = outcome
+            else:
+                results.setdefault((label, problem_name), []).append(outcome)
+    elapsed["pool"] = time.perf_counter() - started
+    if "gpyopt ei" in labels:
+        for (problem_name, _seed), outcome in run_gpyopt_all(
+            problems, seeds, args.budget, args.gpyopt_python, args.jobs
+        ).items():
+            if isinstance(outcome, str):
+                notes["gpyopt ei"] = outcome
+            else:
+                results.setdefault(("gpyopt ei", problem_name), []).append(outcome)
+
+    print(f"\nregret after {at[0]} and {at[1]} evaluations: median [25%, 75%] over {len(seeds)} seeds")
+    header = f"{'engine':<15}" + "".join(
+        f"{p + ' @' + str(k):>31}" for p in problems for k in at
+    )
+    print(header)
+    print("-" * len(header))
+    for label in labels:
+        cells = []
+        for problem_name in problems:
+            runs = results.get((label, problem_name))
+            for index in range(len(at)):
+                if not runs:
+                    cells.append(f"{'n/a':>31}")
+                    continue
+                minimum = PROBLEMS[problem_name].minimum
+                cells.append(f"{_fmt([regrets(values, minimum, at)[index] for values in runs]):>31}")
+        print(f"{label:<15}" + "".join(cells))
+    if any(("random", p) in results for p in problems):
+        print(f"\nmedian regret @{at[1]} as a fraction of random search's (the baseline; lower is better)")
+        for label in labels:
+            cells = []
+            for problem_name in problems:
+                minimum = PROBLEMS[problem_name].minimum
+                medians = [
+                    float(np.median([regrets(v, minimum, at)[1] for v in results[key, problem_name]]))
+                    if (key, problem_name) in results else math.nan
+                    for key in (label, "random")
+                ]
+                cells.append(f"{problem_name} {medians[0] / medians[1]:9.1e}")
+            print(f"{label:<15}" + "   ".join(cells))
+    for label, note in notes.items():
+        print(f"note: {label}: {note}")
+    print(f"\none dagflow gp suggestion with 200 observations (Hartmann6 space): {time_suggestion():.3f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Bayesian hyperparameter search: search spaces, optimisers, and Spearmint compatibility.
+
+    space = SearchSpace(search_spec.variables)
+    optimizer = make_optimizer(space, "gp", seed=0)
+    batch = optimizer.suggest(4, observations, pending)
+"""
+
+from __future__ import annotations
+
+from dagflow.search.optimizer import Observation, Optimizer, loss
+from dagflow.search.space import Params, SearchSpace
+
+ENGINES = ("gp", "random", "gp-optuna", "tpe-optuna")
+
+
+def make_optimizer(space: SearchSpace, engine: str = "gp", seed: int = 0) -> Optimizer:
+    """An optimiser by name: gp (default), random, or the optional Optuna ones (gp-optuna, tpe-optuna)."""
+    if engine == "gp":
+        from dagflow.search.gp_ei import GPEI
+
+        return GPEI(space, seed=seed)
+    if engine == "random":
+        from dagflow.search.random_search import RandomSearch
+
+        return RandomSearch(space, seed=seed)
+    if engine in ("gp-optuna", "tpe-optuna"):
+        try:
+            import optuna  # noqa: F401
+        except ImportError as error:  # depends on the installed extras
+            raise ValueError(f"engine {engine!r} needs Optuna: pip install 'dagflow[gp-optuna]'") from error
+        from dagflow.search.optuna_engine import OptunaEngine
+
+        return OptunaEngine(space, seed=seed, sampler=engine.split("-")[0])
+    raise ValueError(f"unknown search engine {engine!r}; choose one of {', '.join(ENGINES)}")
+
+
+__all__ = ["ENGINES", "Observation", "Optimizer", "Params", "SearchSpace", "loss", "make_optimizer"]

@@ -1,0 +1,77 @@
+"""Expected improvement, in log form, and its maximisation over the unit cube.
+
+EI underflows to exactly zero far from the incumbent, which leaves a gradient optimiser on a flat
+plateau late in a search; log EI (computed stably for very negative z) keeps a usable slope.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import erfcx, log_ndtr, ndtr
+
+from dagflow.search.gp import GPModel
+
+_SQRT_HALF_PI = np.sqrt(np.pi / 2.0)
+_LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
+
+
+def _log_h(z: np.ndarray) -> np.ndarray:
+    """log(phi(z) + z Phi(z)), stable for every z."""
+    z = np.asarray(z, dtype=float)
+    out = np.empty_like(z)
+    big = z > -1.0
+    zb = z[big]
+    out[big] = np.log(np.exp(-0.5 * zb * zb) / np.sqrt(2 * np.pi) + zb * ndtr(zb))
+    zs = np.maximum(z[~big], -1e6)
+    # h(z) = phi(z) (1 - |z| Phi(z)/phi(z)); Phi(z)/phi(z) = sqrt(pi/2) erfcx(|z|/sqrt2)
+    mills = _SQRT_HALF_PI * erfcx(-zs / np.sqrt(2.0))
+    out[~big] = -0.5 * zs * zs - _LOG_SQRT_2PI + np.log1p(np.maximum(zs * mills, -1.0 + 1e-300))
+    return out
+
+
+def log_ei(model: GPModel, xq: np.ndarray, best: float) -> np.ndarray:
+    mean, sd = model.predict(xq)
+    return _log_h((best - mean) / sd) + np.log(sd)
+
+
+def log_ei_with_gradient(model: GPModel, xq: np.ndarray, best: float) -> tuple[np.ndarray, np.ndarray]:
+    mean, sd, dmean, dsd = model.predict_with_gradient(xq)
+    z = (best - mean) / sd
+    log_h = _log_h(z)
+    # EI = sd h(z): dEI = -Phi(z) dmean + phi(z) dsd; divide by EI for the log
+    ratio_cdf = np.exp(log_ndtr(z) - log_h)  # Phi(z) / h(z)
+    ratio_pdf = np.exp(-0.5 * z * z - _LOG_SQRT_2PI - log_h)  # phi(z) / h(z)
+    grad = (-ratio_cdf[:, None] * dmean + ratio_pdf[:, None] * dsd) / sd[:, None]
+    return log_h + np.log(sd), grad
+
+
+def maximise_log_ei(
+    model: GPModel,
+    best: float,
+    candidates: np.ndarray,
+    starts: int = 8,
+    maxiter: int = 200,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Score random candidates, polish the best `starts` of them with L-BFGS-B (all in one problem),
+    and return every point (polished and candidates) with its log EI, best first."""
+    scores = log_ei(model, candidates, best)
+    top = candidates[np.argsort(-scores)[:starts]]
+    m, d = top.shape
+
+    def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
+        values, grad = log_ei_with_gradient(model, flat.reshape(-1, d), best)
+        return -float(values.sum()), -grad.reshape(-1)
+
+    # One L-BFGS-B problem for all starts (the objective is their sum, separable): one Python loop
+    # instead of `starts` of them. Measured: the same regret as separate runs, in less time.
+    result = minimize(
+        objective, top.reshape(-1), jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * (m * d),
+        options={"maxiter": maxiter},
+    )
+    polished = np.clip(result.x.reshape(m, d), 0.0, 1.0)
+    points = np.vstack([polished, candidates])
+    values = np.concatenate([log_ei(model, polished, best), scores])
+    values[~np.isfinite(values)] = -np.inf
+    order = np.argsort(-values, kind="stable")
+    return points[order], values[order]

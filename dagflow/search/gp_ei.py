@@ -1,0 +1,139 @@
+"""The default engine: a Gaussian process with expected improvement, batch-aware.
+
+- The first `initial` points come from a scrambled Sobol design (space-filling, deterministic per seed).
+- After that each suggestion maximises log EI under a GP fitted to every observation.
+- Failed trials enter the GP with the worst observed loss, so the model steers away from regions
+  that fail, and they are never suggested again.
+- Pending trials and the points already chosen for this batch enter as "kriging believer"
+  fantasies: their value is the GP's own mean there, which leaves the mean unchanged but collapses
+  the variance, so EI moves elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from scipy.stats import qmc
+
+from dagflow.search.acquisition import log_ei, maximise_log_ei
+from dagflow.search.gp import GPModel, fit_gp
+from dagflow.search.optimizer import Observation, Taken, fill_random, rng_for
+from dagflow.search.space import Params, SearchSpace
+from dagflow.search.threads import single_threaded
+
+
+class GPEI:
+    def __init__(
+        self,
+        space: SearchSpace,
+        seed: int = 0,
+        initial: int | None = None,
+        candidates: int = 2048,
+        starts: int = 8,
+        restarts: int = 2,
+    ) -> None:
+        self.space = space
+        self.seed = seed
+        self.initial = initial if initial is not None else max(5, min(10, space.dim + 1))
+        self.candidates = candidates
+        self.starts = starts
+        self.restarts = restarts
+
+    def suggest(
+        self, n: int, observations: Sequence[Observation], pending: Sequence[Mapping[str, Any]] = ()
+    ) -> list[Params]:
+        with single_threaded():
+            rows = self._suggest(n, observations, pending)
+        return [self.space.decode(row) for row in rows]
+
+    def _suggest(
+        self, n: int, observations: Sequence[Observation], pending: Sequence[Mapping[str, Any]]
+    ) -> list[np.ndarray]:
+        space = self.space
+        rng = rng_for(self.seed, observations, pending)
+        observed = space.snap(space.encode_many([o.params for o in observations]))
+        pending_x = space.snap(space.encode_many(list(pending)))
+        taken = Taken(space.dim)
+        taken.add(observed)
+        taken.add(pending_x)
+
+        failed = np.array([o.failed for o in observations], dtype=bool)
+        can_model = (~failed).sum() >= 2
+        # Without a model the whole request comes from the design: a first batch of 8 is 8 Sobol points.
+        design_size = self.initial if can_model else max(self.initial, len(observations) + len(pending) + n)
+        chosen = self._initial_points(n, len(observations) + len(pending), design_size, taken)
+        if len(chosen) < n and can_model:
+            y = np.array([np.nan if o.failed else float(o.value) for o in observations])  # type: ignore[arg-type]
+            y[failed] = np.nanmax(y)
+            model, standardise = fit_gp(observed, y, rng, self.restarts)
+            best = float(standardise(y[~failed]).min())
+            fantasies = np.vstack([pending_x, *chosen]) if len(pending_x) or chosen else np.empty((0, space.dim))
+            if len(fantasies):
+                model, best = self._fantasise(model, best, fantasies)
+            while len(chosen) < n:
+                row = self._maximise(model, best, observed[~failed], y[~failed], taken, rng)
+                if row is None:
+                    break
+                taken.add(row)
+                chosen.append(row)
+                model, best = self._fantasise(model, best, row[None, :])
+        if len(chosen) < n:
+            chosen.extend(fill_random(space, taken, rng, n - len(chosen)))
+        return chosen
+
+    @staticmethod
+    def _fantasise(model: GPModel, best: float, points: np.ndarray) -> tuple[GPModel, float]:
+        """The model and incumbent as if the points had been observed at the GP's own mean (kriging
+        believer). Measured against constant liars (the worst, or the best, observed value at every
+        pending point) and a believer clipped at the incumbent, in batches of 8 and with 8 in flight:
+        the worst-value liar was far behind everywhere, the others traded wins on Branin, and the
+        plain believer was best on Hartmann6."""
+        believed = model.predict(points)[0]
+        # A believed value below the incumbent becomes the incumbent, or EI would stay high at that very point.
+        return model.condition(points, believed), min(best, float(believed.min()))
+
+    def _initial_points(self, n: int, issued: int, design_size: int, taken: Taken) -> list[np.ndarray]:
+        """Points issued..issued+n of the seed's Sobol design, as far as it reaches design_size."""
+        wanted = min(n, design_size - issued)
+        if wanted <= 0:
+            return []
+        power = int(np.ceil(np.log2(max(2, design_size))))
+        design = self.space.snap(qmc.Sobol(self.space.dim, scramble=True, seed=self.seed).random_base2(power))
+        chosen = []
+        for row in design[issued : issued + wanted]:
+            if row not in taken:
+                taken.add(row)
+                chosen.append(row)
+        return chosen
+
+    def _maximise(
+        self,
+        model: GPModel,
+        best: float,
+        good_x: np.ndarray,
+        good_y: np.ndarray,
+        taken: Taken,
+        rng: np.random.Generator,
+    ) -> np.ndarray | None:
+        space = self.space
+        uniform = rng.random((self.candidates, space.dim))
+        # Local candidates around the best points found so far: EI's optimum is often close to them.
+        incumbents = good_x[np.argsort(good_y)[:4]]
+        local = np.vstack([
+            incumbents[rng.integers(len(incumbents), size=self.candidates // 8)]
+            + rng.normal(0.0, scale, (self.candidates // 8, space.dim))
+            for scale in (0.01, 0.1)
+        ])
+        candidates = np.vstack([uniform, np.clip(local, 0.0, 1.0)])
+        points, values = maximise_log_ei(model, best, candidates, self.starts)
+        if space.discrete.any():
+            points = space.snap(points)
+            values = log_ei(model, points, best)
+            order = np.argsort(-values, kind="stable")
+            points = points[order]
+        free = ~taken.mask(points)
+        if not free.any():
+            return None
+        return points[int(np.argmax(free))]

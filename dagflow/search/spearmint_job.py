@@ -1,0 +1,212 @@
+"""Run one Spearmint job: `python -m dagflow.search.spearmint_job --dir DIR --job-id N --params JSON`.
+
+The Spearmint calling convention: change into DIR, put it on sys.path, import the config's main file
+and call `main(job_id, params)`, where job ids count from 1 and params maps each variable to a numpy
+array of length `size` (floats for FLOAT, ints for INT) or, for ENUM, a list of `size` strings.
+
+main may return:
+- a number: the objective;
+- a dict: the objective is its entry for the experiment's objective task, "main" unless config.json's
+  `tasks` names another OBJECTIVE task; the {"objective": ..., "constraints": [...]} form works too.
+  The other entries are kept in the result file under "values".
+
+The result goes to a JSON file (--result, default DIR/output/JOB_ID.json, the id zero-padded to 8
+digits as Spearmint names its output files):
+
+    {"job_id": 3, "status": "complete", "value": 0.39, "values": {...}, "params": {...},
+     "error": null, "elapsed_s": 1.2}
+
+A NaN or infinite objective, a missing objective entry, or an exception in main marks the job
+"broken": the file gets the error (with the traceback) and the process exits with status 1. Bad
+arguments or a bad config exit with status 2 and write no result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dagflow.errors import EXIT_USAGE, DagflowError
+from dagflow.search.spearmint import SpearmintExperiment, load_experiment
+from dagflow.spec.model import VariableSpec
+
+EXIT_BROKEN = 1
+
+
+class JobFailed(Exception):
+    """main ran but gave no usable objective."""
+
+
+def spearmint_params(variables: Mapping[str, VariableSpec], params: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON-ish params (scalars or lists) in Spearmint's types: numpy arrays of length size, str lists for ENUM."""
+    unknown = sorted(set(params) - set(variables))
+    missing = sorted(set(variables) - set(params))
+    if unknown or missing:
+        parts = [f"unknown: {', '.join(unknown)}"] if unknown else []
+        parts += [f"missing: {', '.join(missing)}"] if missing else []
+        raise ValueError(f"params do not match the config's variables ({'; '.join(parts)})")
+    out: dict[str, Any] = {}
+    for name, spec in variables.items():
+        raw = params[name]
+        values = list(raw) if isinstance(raw, list | tuple) else [raw]
+        if len(values) != spec.size:
+            raise ValueError(f"{name}: expected {spec.size} value(s), got {len(values)}")
+        if spec.type == "ENUM":
+            options = [str(o) for o in spec.options or []]
+            strings = [str(v) for v in values]
+            bad = [s for s in strings if s not in options]
+            if bad:
+                raise ValueError(f"{name}: {bad[0]!r} is not one of {options}")
+            out[name] = strings
+        elif spec.type == "INT":
+            if any(isinstance(v, bool) or not float(v).is_integer() for v in values):
+                raise ValueError(f"{name}: INT values must be whole numbers, got {values}")
+            out[name] = np.array([int(v) for v in values], dtype=int)
+        else:
+            out[name] = np.array([float(v) for v in values], dtype=float)
+    return out
+
+
+def objective_of(result: Any, task: str) -> tuple[float, dict[str, float] | None]:
+    """The objective value and, for a dict result, every finite-or-not entry as a float."""
+    if isinstance(result, Mapping):
+        values = {str(key): _number(value, str(key)) for key, value in result.items() if key != "constraints"}
+        if "objective" in result and task not in result:
+            constraints = result.get("constraints") or []
+            values.update({f"c{i}": _number(c, f"constraints[{i}]") for i, c in enumerate(constraints)})
+            return values["objective"], values
+        if task not in values:
+            raise JobFailed(f"main returned a dict without the objective task {task!r} (keys: {sorted(values)})")
+        return values[task], values
+    return _number(result, "the result"), None
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(-1)[0]
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise JobFailed(f"{what} is not a number: {value!r}")
+    return float(value)
+
+
+def _import_main(experiment: SpearmintExperiment) -> Any:
+    path = experiment.main_path
+    if not path.is_file():
+        raise FileNotFoundError(f"main file {path} does not exist")
+    module_spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[path.stem] = module
+    module_spec.loader.exec_module(module)
+    if not callable(getattr(module, "main", None)):
+        raise AttributeError(f"{path.name} has no main(job_id, params) function")
+    return module
+
+
+def run_job(experiment: SpearmintExperiment, job_id: int, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Call main and describe the outcome. Raises ValueError for params that do not fit the config;
+    a failure inside the job is never raised but recorded."""
+    converted = spearmint_params(experiment.variables, params)
+    record: dict[str, Any] = {
+        "job_id": job_id, "experiment": experiment.name, "status": "broken", "value": None, "values": None,
+        "params": dict(params), "error": None,
+    }
+    started = time.monotonic()
+    cwd = os.getcwd()
+    directory = str(experiment.directory)
+    try:
+        os.chdir(directory)
+        sys.path.insert(0, directory)
+        try:
+            result = _import_main(experiment).main(job_id, converted)
+        finally:
+            os.chdir(cwd)
+            if directory in sys.path:
+                sys.path.remove(directory)
+        value, values = objective_of(result, experiment.objective_task)
+        record["values"] = values
+        if not math.isfinite(value):
+            raise JobFailed(f"the objective is {value}")
+        record.update(status="complete", value=value)
+    except JobFailed as error:
+        record["error"] = str(error)
+    except BaseException as error:  # the job's own failure, whatever it is, belongs in its result
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        record["error"] = "".join(traceback.format_exception(error)).rstrip()
+    record["elapsed_s"] = round(time.monotonic() - started, 6)
+    return record
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN and inf are not JSON
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def write_result(path: Path, record: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(_json_safe(dict(record)), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(partial, path)  # readers never see half a file
+
+
+def default_result_path(experiment: SpearmintExperiment, job_id: int) -> Path:
+    return experiment.directory / "output" / f"{job_id:08d}.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m dagflow.search.spearmint_job", description="Run one Spearmint job and record its result."
+    )
+    parser.add_argument("--dir", required=True, type=Path, help="the Spearmint experiment directory")
+    parser.add_argument("--job-id", required=True, type=int, help="the job's id, from 1")
+    parser.add_argument("--params", required=True, help="JSON object: variable name -> value or list of values")
+    parser.add_argument("--result", type=Path, default=None, help="result file (default DIR/output/JOB_ID.json)")
+    args = parser.parse_args(argv)
+    if args.job_id < 1:
+        parser.error("--job-id counts from 1")
+    try:
+        params = json.loads(args.params)
+    except json.JSONDecodeError as error:
+        parser.error(f"--params is not JSON: {error}")
+    if not isinstance(params, dict):
+        parser.error("--params must be a JSON object")
+    try:
+        experiment = load_experiment(args.dir)
+    except DagflowError as error:
+        print(error, file=sys.stderr)
+        return EXIT_USAGE
+    if experiment.language != "PYTHON":
+        print(f"{experiment.config_file}: only PYTHON experiments run here, not {experiment.language}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        record = run_job(experiment, args.job_id, params)
+    except ValueError as error:
+        print(f"--params: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    write_result(args.result or default_result_path(experiment, args.job_id), record)
+    if record["status"] != "complete":
+        print(f"job {args.job_id} broken: {record['error']}", file=sys.stderr)
+        return EXIT_BROKEN
+    print(f"job {args.job_id} complete: {record['value']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

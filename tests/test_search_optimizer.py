@@ -1,0 +1,156 @@
+"""The optimisers: GP-EI against random search, batches, pending points, failures, discrete spaces."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dagflow.search import Observation, SearchSpace, loss, make_optimizer
+from dagflow.spec.model import VariableSpec
+
+BRANIN_MIN = 0.397887
+
+
+def branin(params: dict) -> float:
+    x1, x2 = params["x1"], params["x2"]
+    return (x2 - 5.1 / (4 * math.pi**2) * x1**2 + 5 / math.pi * x1 - 6) ** 2 + 10 * (1 - 1 / (8 * math.pi)) * math.cos(
+        x1
+    ) + 10
+
+
+def branin_space() -> SearchSpace:
+    return SearchSpace({
+        "x1": VariableSpec(type="FLOAT", min=-5, max=10),
+        "x2": VariableSpec(type="FLOAT", min=0, max=15),
+    })
+
+
+def run(engine: str, budget: int, seed: int) -> float:
+    optimizer = make_optimizer(branin_space(), engine, seed=seed)
+    observations: list[Observation] = []
+    while len(observations) < budget:
+        (point,) = optimizer.suggest(1, observations)
+        observations.append(Observation(point, branin(point)))
+    return min(o.value for o in observations if o.value is not None)
+
+
+def test_gp_beats_random_search_on_branin() -> None:
+    gp = run("gp", 25, seed=3)
+    random = run("random", 25, seed=3)
+    assert gp - BRANIN_MIN < 0.05
+    assert gp - BRANIN_MIN < (random - BRANIN_MIN) / 10
+
+
+def observed(space: SearchSpace, n: int, seed: int = 0) -> list[Observation]:
+    rng = np.random.default_rng(seed)
+    points = [space.decode(row) for row in rng.random((n, space.dim))]
+    return [Observation(p, branin(p)) for p in points]
+
+
+@pytest.mark.parametrize("engine", ["gp", "random"])
+def test_a_batch_is_distinct_and_avoids_pending_points(engine: str) -> None:
+    space = branin_space()
+    optimizer = make_optimizer(space, engine, seed=1)
+    history = observed(space, 12)
+    pending = optimizer.suggest(3, history)
+    batch = optimizer.suggest(5, history, pending)
+    assert len(batch) == 5
+    units = space.encode_many(batch + pending + [o.params for o in history])
+    distances = np.abs(units[:, None, :] - units[None, :, :]).max(axis=2)
+    np.fill_diagonal(distances, 1.0)
+    assert distances.min() > 1e-3  # not merely distinct: spread apart
+
+
+def test_same_history_gives_the_same_suggestions() -> None:
+    space = branin_space()
+    history = observed(space, 10)
+    first = make_optimizer(space, "gp", seed=7).suggest(2, history)
+    again = make_optimizer(space, "gp", seed=7).suggest(2, history)
+    assert first == again
+
+
+def test_failed_trials_inform_the_model_and_are_not_repeated() -> None:
+    space = branin_space()
+    history = observed(space, 10)
+    failed = [Observation(space.decode(row), None) for row in np.random.default_rng(5).random((4, 2))]
+    failed.append(Observation(space.decode(np.array([0.5, 0.5])), float("nan")))
+    optimizer = make_optimizer(space, "gp", seed=0)
+    batch = optimizer.suggest(4, history + failed)
+    units = space.encode_many(batch)
+    failed_units = space.encode_many([o.params for o in failed])
+    assert np.abs(units[:, None, :] - failed_units[None, :, :]).max(axis=2).min() > 1e-6
+
+
+def test_only_failures_so_far_still_gives_points() -> None:
+    space = branin_space()
+    optimizer = make_optimizer(space, "gp", seed=0)
+    history = [Observation(space.decode(row), None) for row in np.random.default_rng(2).random((12, 2))]
+    assert len(optimizer.suggest(3, history)) == 3
+
+
+def test_mixed_space_suggestions_are_valid_params() -> None:
+    space = SearchSpace({
+        "lr": VariableSpec(type="FLOAT", min=1e-5, max=1e-1, scale="log"),
+        "layers": VariableSpec(type="INT", min=1, max=4),
+        "act": VariableSpec(type="ENUM", options=["relu", "tanh"]),
+        "w": VariableSpec(type="FLOAT", min=0, max=1, size=2),
+    })
+
+    def objective(p: dict) -> float:
+        return math.log10(p["lr"]) ** 2 + p["layers"] + (p["act"] == "tanh") + sum(p["w"])
+
+    optimizer = make_optimizer(space, "gp", seed=0)
+    history: list[Observation] = []
+    for _ in range(6):
+        for point in optimizer.suggest(2, history):
+            history.append(Observation(point, objective(point)))
+    for o in history:
+        assert 1e-5 <= o.params["lr"] <= 1e-1 and o.params["layers"] in (1, 2, 3, 4)
+        assert o.params["act"] in ("relu", "tanh") and len(o.params["w"]) == 2
+
+
+@pytest.mark.parametrize("engine", ["gp", "random"])
+def test_a_small_discrete_space_runs_out_instead_of_repeating(engine: str) -> None:
+    space = SearchSpace({
+        "k": VariableSpec(type="INT", min=1, max=3),
+        "e": VariableSpec(type="ENUM", options=["x", "y"]),
+    })
+    optimizer = make_optimizer(space, engine, seed=0)
+    history: list[Observation] = []
+    for _ in range(4):
+        for point in optimizer.suggest(2, history):
+            history.append(Observation(point, point["k"] + (point["e"] == "y")))
+    keys = [(o.params["k"], o.params["e"]) for o in history]
+    assert len(keys) == len(set(keys)) == 6
+    assert optimizer.suggest(2, history) == []
+
+
+def test_loss_turns_maximize_into_minimize() -> None:
+    assert loss(0.9, "maximize") == -0.9
+    assert loss(0.9, "minimize") == 0.9
+    with pytest.raises(ValueError):
+        loss(1.0, "up")
+
+
+def test_unknown_engine_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown search engine"):
+        make_optimizer(branin_space(), "gpyopt-ish")
+
+
+def test_optuna_tpe_engine_takes_pending_points_and_arrays() -> None:
+    pytest.importorskip("optuna")
+    space = SearchSpace({
+        "w": VariableSpec(type="FLOAT", min=0, max=1, size=2),
+        "k": VariableSpec(type="INT", min=1, max=9, scale="log"),
+        "act": VariableSpec(type="ENUM", options=["relu", "tanh"]),
+    })
+    optimizer = make_optimizer(space, "tpe-optuna", seed=0)
+    history = [Observation(p, sum(p["w"]) + p["k"]) for p in make_optimizer(space, "random").suggest(6, [])]
+    history.append(Observation(history[0].params, None))
+    batch = optimizer.suggest(3, history, [history[1].params])
+    assert len(batch) == 3
+    for point in batch:
+        space.encode(point)  # valid in the space
+        assert len(point["w"]) == 2 and isinstance(point["k"], int)
