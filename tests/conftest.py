@@ -1,1 +1,1 @@
-pytest_plugins = ["aws_fixtures"]
+pytest_plugins = ["aws_fixtures", "slurm_fixtures"]

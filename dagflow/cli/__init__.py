@@ -6,7 +6,17 @@ import importlib
 
 from dagflow.cli.app import app
 
-COMMAND_MODULES = ("spec_cmds", "condor_cmds", "run_cmds", "transfer_cmds", "agent_cmds", "autoscale_cmds")
+COMMAND_MODULES = (
+    "spec_cmds",
+    "condor_cmds",
+    "run_cmds",
+    "submit_cmds",
+    "transfer_cmds",
+    "schedule_cmds",
+    "agent_cmds",
+    "autoscale_cmds",
+    "search_cmds",
+)
 
 for _module in COMMAND_MODULES:
     try:

@@ -12,6 +12,7 @@ import typer
 
 from dagflow.cli.app import app
 from dagflow.cli.common import fail, load_plan_or_exit
+from dagflow.cli.submit_cmds import EngineName
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.ids import new_run_id, validate_run_id
@@ -69,6 +70,7 @@ def run_command(
     kill_grace: Annotated[
         float, typer.Option("--kill-grace", min=0, help="Seconds between SIGTERM and SIGKILL.")
     ] = 10.0,
+    engine: Annotated[EngineName, typer.Option("--engine", help="Where the nodes run.")] = EngineName.local,
 ) -> None:
     """Run a pipeline on this machine: nodes in parallel, retries, timeouts, caching, resume.
 
@@ -77,6 +79,15 @@ def run_command(
     Ctrl-C, `dagflow run --resume RUN_ID` reruns only what had not finished. Exit status: 0 all
     succeeded, 1 some node failed, 2 bad input, 130 interrupted.
     """
+    if resume is not None and engine is EngineName.local:  # a run resumes on the engine that started it
+        from dagflow.cli.submit_cmds import engine_of
+
+        engine = engine_of(runs_dir, resume)
+    if engine is EngineName.slurm:  # sbatch jobs, waited for; see `dagflow submit` to return at once
+        from dagflow.cli.submit_cmds import run_on_slurm
+
+        local_only = {"--jobs": jobs, "--gpus": gpus, "--force": force, "--no-cache": no_cache}
+        raise typer.Exit(run_on_slurm(pipeline, resume, run_id, runs_dir, json_output, local_only))
     from dagflow.engines.local import JsonReporter, PlainReporter, RunOptions, resume_local, run_local
     from dagflow.engines.local.live_view import RichReporter
 
@@ -119,17 +130,22 @@ def status_command(
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     json_output: JsonOption = False,
     show_all: Annotated[bool, typer.Option("--all", help="List every node, also finished ones.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh in place until the run ends (Ctrl-C stops).")] = False,
+    interval: Annotated[float, typer.Option("--interval", min=0.2, help="Seconds between --watch refreshes.")] = 2.0,
 ) -> None:
     """Show a run's state: counts per node state and a table of nodes."""
-    from dagflow.run.status import read_status
-    from dagflow.run.status_view import print_status
+    from dagflow.run.status import read_run_status  # dispatches on the run's engine (local, slurm, condor)
+    from dagflow.run.status_view import print_status, watch_status
 
     try:
-        status = read_status(find_run(runs_dir, run_id))
+        status = read_run_status(find_run(runs_dir, run_id))
     except DagflowError as error:
         fail(error)
     if json_output:
         print(json.dumps(status.to_dict(), indent=None, separators=(",", ":")))
+        return
+    if watch:
+        watch_status(lambda: read_run_status(status.layout), show_all, _runs_dir_hint(runs_dir), interval)
         return
     print_status(status, show_all, _runs_dir_hint(runs_dir))
 

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dagflow.plan import Plan
 from dagflow.run.journal import (
+    DONE_STATES,
+    FAILED,
     INTERRUPTED,
     NODE_STATES,
     PENDING,
     RETRYING,
     RUNNING,
+    UPSTREAM_FAILED,
     JournalState,
     NodeRecord,
     read_journal,
@@ -27,6 +32,14 @@ RUN_RUNNING = "running"
 RUN_NOT_STARTED = "not-started"
 RUN_STOPPED = "stopped"
 
+# Node states only batch engines report (the journal never holds them): a node whose job waits in the
+# batch queue, and one whose job the batch system put on hold.
+QUEUED = "queued"
+HELD = "held"
+STATE_ORDER = (PENDING, QUEUED, HELD, *NODE_STATES[1:])
+STDERR_TAIL_LINES = 5
+STDERR_TAIL_NODES = 20  # failed nodes whose stderr tail status reads (each is a file to open)
+
 
 @dataclass(slots=True)
 class RunStatus:
@@ -34,6 +47,10 @@ class RunStatus:
     plan: Plan
     journal: JournalState
     runner_alive: bool
+    engine: str = "local"
+    notes: list[str] = field(default_factory=list)  # engine-specific lines for the view (DAGMan job id...)
+    extra: dict[str, Any] = field(default_factory=dict)  # engine-specific facts, under "<engine>" in JSON
+    resume_hint: str | None = None  # the command that continues this run, when not the local engine's
 
     @property
     def run_id(self) -> str:
@@ -62,10 +79,45 @@ class RunStatus:
 
     def counts(self) -> dict[str, int]:
         counted = Counter(self.node_states().values())
-        return {state: counted[state] for state in NODE_STATES if counted[state]}
+        ordered = {state: counted[state] for state in STATE_ORDER if counted[state]}
+        ordered.update((state, count) for state, count in counted.items() if state not in ordered)
+        return ordered
+
+    def progress(self, states: dict[str, str] | None = None) -> dict[str, dict[str, dict[str, int]]]:
+        """Per matrix axis, per value (e.g. region us): done, failed and total nodes."""
+        states = states or self.node_states()
+        axes: dict[str, dict[str, dict[str, int]]] = {}
+        for name, node in self.plan.nodes.items():
+            state = states[name]
+            for axis, value in node.coords.items():
+                tally = axes.setdefault(axis, {}).setdefault(value, {"done": 0, "failed": 0, "total": 0})
+                tally["total"] += 1
+                if state in DONE_STATES:
+                    tally["done"] += 1
+                elif state in (FAILED, UPSTREAM_FAILED):
+                    tally["failed"] += 1
+        return axes
+
+    def stderr_tail(self, node: str, lines: int = STDERR_TAIL_LINES) -> list[str]:
+        """The last lines a node wrote to stderr (its latest attempt's, where the engine keeps one file)."""
+        path: Path = self.layout.stderr_path(node)
+        try:
+            with open(path, "rb") as handle:
+                size = handle.seek(0, 2)
+                handle.seek(max(0, size - 8192))
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        return text.splitlines()[-lines:]
+
+    def failed_stderr(self, states: dict[str, str] | None = None) -> dict[str, list[str]]:
+        states = states or self.node_states()
+        failed = [name for name, state in states.items() if state == FAILED][:STDERR_TAIL_NODES]
+        return {name: tail for name in failed if (tail := self.stderr_tail(name))}
 
     def to_dict(self) -> dict[str, Any]:
         nodes = []
+        states = self.node_states()
         for name, node in self.plan.nodes.items():
             record = self.record(name)
             nodes.append(
@@ -73,7 +125,7 @@ class RunStatus:
                     "node": name,
                     "step": node.step,
                     "coords": node.coords,
-                    "state": self.state_of(record),
+                    "state": states[name],
                     "attempts": record.attempts,
                     "exit_code": record.rc,
                     "why": record.why,
@@ -81,17 +133,23 @@ class RunStatus:
                     "ended": record.ended,
                 }
             )
-        return {
+        summary = {
             "run_id": self.run_id,
             "pipeline": self.plan.pipeline,
             "run_dir": str(self.layout.run_dir),
+            "engine": self.engine,
             "state": self.state,
             "started": self.journal.started,
             "finished": self.journal.finished_at,
             "counts": self.counts(),
             "total": len(self.plan.nodes),
+            "progress": self.progress(states),
+            "failed_stderr": self.failed_stderr(states),
             "nodes": nodes,
         }
+        if self.extra:
+            summary[self.engine] = self.extra
+        return summary
 
     def duration(self, record: NodeRecord) -> float | None:
         if record.started is None:
@@ -103,3 +161,29 @@ class RunStatus:
 def read_status(layout: RunLayout) -> RunStatus:
     plan = layout.load_plan()
     return RunStatus(layout, plan, read_journal(layout.journal_path), is_locked(layout.lock_path))
+
+
+# Batch engines whose runs status reads their own way: engine -> (what marks such a run directory,
+# "module:function" taking the RunLayout and returning its RunStatus). Other runs are the local engine's.
+ENGINE_STATUS_READERS = {
+    "condor": ("condor/run.json", "dagflow.engines.condor.observe:read_condor_status"),
+    "slurm": ("slurm", "dagflow.engines.slurm.observe:read_slurm_status"),
+}
+
+
+def run_engine(layout: RunLayout) -> str:
+    for engine, (marker, _) in ENGINE_STATUS_READERS.items():
+        if (layout.run_dir / marker).exists():
+            return engine
+    return "local"
+
+
+def read_run_status(layout: RunLayout) -> RunStatus:
+    """Status of a run of any engine, read the way its engine says."""
+    engine = run_engine(layout)
+    if engine == "local":
+        return read_status(layout)
+    module, function = ENGINE_STATUS_READERS[engine][1].split(":")
+    status = getattr(importlib.import_module(module), function)(layout)
+    status.engine = engine
+    return status

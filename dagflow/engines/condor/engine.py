@@ -1,0 +1,181 @@
+"""The condor engine behind the shared Engine contract: compile into a run directory, submit the DAG
+to a schedd as one DAGMan job, read status from DAGMan's files, cancel, resubmit from the rescue DAG.
+
+    prepared = prepare_condor(plan, runs_dir, ScheddTarget(name, pool))   # run dir + compiled DAG
+    submitted = submit_prepared(prepared)                                 # -> DAGMan cluster id
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagflow.engines.condor.compile import compile_plan
+from dagflow.engines.condor.dag_writer import DagOptions
+from dagflow.engines.condor.jobstate import read_jobstate
+from dagflow.engines.condor.observe import read_condor_status
+from dagflow.engines.condor.records import CondorRecord, condor_dir, is_condor_run
+from dagflow.engines.condor.schedd import ScheddTarget, dagman_description, remove_job, submit_dagman
+from dagflow.errors import DagflowError
+from dagflow.plan import Plan
+from dagflow.run.ids import validate_run_id
+from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
+from dagflow.run.status import RUN_RUNNING, RunStatus
+
+
+class CondorRunError(DagflowError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    layout: RunLayout
+    record: CondorRecord
+
+    @property
+    def target(self) -> ScheddTarget:
+        return ScheddTarget(self.record.schedd, self.record.pool)
+
+    @property
+    def dag(self) -> Path:
+        return Path(self.record.dag)
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    prepared: Prepared
+    description: str  # the DAGMan job's submit description, as built by htcondor2.Submit.from_dag
+    cluster: int | None  # None for a dry run
+    rescue: int | None  # the rescue DAG number it runs from
+
+
+def prepare_condor(
+    plan: Plan,
+    runs_dir: Path = DEFAULT_RUNS_DIR,
+    target: ScheddTarget | None = None,
+    options: DagOptions | None = None,
+) -> Prepared:
+    """Create the run directory with the compiled DAG in condor/ and node logs in logs/; submit nothing."""
+    validate_run_id(plan.run_id)
+    target = target or ScheddTarget()
+    layout = RunLayout(Path(runs_dir).absolute(), plan.run_id)
+    if layout.run_dir.exists():
+        raise CondorRunError(f"run {plan.run_id} already exists in {layout.runs_dir}; choose another --run-id")
+    try:
+        dag = compile_plan(plan, condor_dir(layout.run_dir), options=options, log_dir=layout.logs_dir)
+    except DagflowError:
+        shutil.rmtree(layout.run_dir, ignore_errors=True)
+        raise
+    layout.create(plan)
+    record = CondorRecord(dag=str(dag), schedd=target.name, pool=target.pool)
+    record.save(layout.run_dir)
+    return Prepared(layout, record)
+
+
+def load_prepared(layout: RunLayout) -> Prepared:
+    record = CondorRecord.load(layout.run_dir)
+    if record is None:
+        raise CondorRunError(f"run {layout.run_id} was not run with the condor engine")
+    return Prepared(layout, record)
+
+
+def newest_rescue(dag: Path) -> int | None:
+    """The number of the newest rescue DAG DAGMan wrote (<dag>.rescue001, 002, ...), if any."""
+    pattern = re.compile(re.escape(dag.name) + r"\.rescue(\d{3,})$")
+    numbers = [int(match.group(1)) for path in dag.parent.iterdir() if (match := pattern.match(path.name))]
+    return max(numbers, default=None)
+
+
+def submit_prepared(prepared: Prepared, dry_run: bool = False, rescue: int | None = None) -> Submission:
+    """Build the DAGMan job with htcondor2.Submit.from_dag and submit it (unless dry_run)."""
+    options: dict[str, int | bool | str] = {"BatchName": prepared.layout.run_id}
+    if rescue is not None:
+        options["DoRescueFrom"] = rescue
+    description = dagman_description(prepared.dag, options)
+    text = str(description)
+    if dry_run:
+        return Submission(prepared, text, None, rescue)
+    cluster = submit_dagman(prepared.target, description, prepared.dag.parent)
+    prepared.record.add_submission(prepared.layout.run_dir, cluster, rescue)
+    prepared.layout.mark_latest()
+    return Submission(prepared, text, cluster, rescue)
+
+
+def resubmit_condor(layout: RunLayout, dry_run: bool = False) -> Submission:
+    """Submit the run again from DAGMan's newest rescue DAG, so nodes that finished are not rerun.
+
+    The original DAG is submitted with -DoRescueFrom N (N the newest rescue number): DAGMan would pick
+    the newest rescue DAG by itself, but naming it makes the choice visible and fails loudly if it is
+    gone. A run that was never submitted (no schedd reachable then) is submitted as it was compiled.
+    """
+    prepared = load_prepared(layout)
+    if not prepared.record.submissions:
+        return submit_prepared(prepared, dry_run)
+    status = read_condor_status(layout)
+    if status.state == RUN_RUNNING:
+        raise CondorRunError(
+            f"run {layout.run_id} is still running (DAGMan job {prepared.record.latest.cluster}.0); "  # type: ignore[union-attr]
+            f"`dagflow cancel {layout.run_id}` first"
+        )
+    if status.state == "succeeded":
+        raise CondorRunError(f"run {layout.run_id} succeeded: nothing to resubmit")
+    rescue = newest_rescue(prepared.dag)
+    if rescue is None:
+        raise CondorRunError(
+            f"run {layout.run_id} has no rescue DAG ({prepared.dag.name}.rescue001...): DAGMan writes one when "
+            "the DAG fails or its job is removed"
+        )
+    return submit_prepared(prepared, dry_run, rescue)
+
+
+def cancel_condor(layout: RunLayout) -> int:
+    """condor_rm the run's DAGMan job (DAGMan removes its node jobs and writes a rescue DAG).
+
+    Returns the DAGMan cluster id removed.
+    """
+    prepared = load_prepared(layout)
+    latest = prepared.record.latest
+    if latest is None:
+        raise CondorRunError(f"run {layout.run_id} was never submitted: nothing to cancel")
+    removed = remove_job(prepared.target, latest.cluster, reason=f"dagflow cancel {layout.run_id}")
+    if not removed:
+        history = read_jobstate(prepared.record.files.jobstate_log)
+        gone = " (DAGMan has finished)" if history is not None and not history.dagman_running else ""
+        raise CondorRunError(f"DAGMan job {latest.cluster}.0 of run {layout.run_id} is not in the queue{gone}")
+    return latest.cluster
+
+
+class CondorEngine:
+    """The Engine contract over htcondor2: one DAGMan job per submission."""
+
+    name = "condor"
+
+    def __init__(self, target: ScheddTarget | None = None, options: DagOptions | None = None) -> None:
+        self.target = target or ScheddTarget()
+        self.options = options
+
+    def prepare(self, plan: Plan, run_dir: Path) -> None:
+        if plan.run_id != Path(run_dir).name:
+            raise CondorRunError(f"run_dir {run_dir} must be named after the plan's run id {plan.run_id}")
+        prepare_condor(plan, Path(run_dir).absolute().parent, self.target, self.options)
+
+    def submit(self, plan: Plan, run_dir: Path) -> str:
+        """Submit a prepared run (preparing it first if needed), or resubmit a failed one from its rescue."""
+        layout = RunLayout.from_run_dir(run_dir)
+        if not is_condor_run(layout.run_dir):
+            self.prepare(plan, layout.run_dir)
+        prepared = load_prepared(layout)
+        if prepared.record.submissions:
+            return str(resubmit_condor(layout).cluster)
+        return str(submit_prepared(prepared).cluster)
+
+    def status(self, run_dir: Path) -> dict[str, str]:
+        return self.read(run_dir).node_states()
+
+    def read(self, run_dir: Path) -> RunStatus:
+        return read_condor_status(RunLayout.from_run_dir(run_dir))
+
+    def cancel(self, run_dir: Path) -> None:
+        cancel_condor(RunLayout.from_run_dir(run_dir))

@@ -1,0 +1,257 @@
+"""A condor run's status, from the files DAGMan and the jobs write (no condor_q, no schedd at all):
+
+- the node status file: every node's DAG-level state (including not-ready and futile ones) and the
+  retries it used, as of DAGMan's last rewrite (every 60 s, and when the DAG ends);
+- the jobstate log: each node's latest DAG event as it happens, its attempt number, and whether
+  DAGMan is running (DAGMAN_STARTED / DAGMAN_FINISHED with its exit code);
+- the nodes' job event log: per node's latest job, hold reasons, exit codes, evictions and times;
+- the DAGMan job's own event log: whether the DAGMan job is queued, running, held or gone.
+
+For each node the newest of the three pictures wins (on equal times: jobstate log, then event log,
+then node status file). The result is the shared RunStatus, so `dagflow status` looks the same for
+every engine; held jobs, queued jobs and the DAGMan job's id are what condor adds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dagflow.engines.condor import events as ev
+from dagflow.engines.condor import status_files as sf
+from dagflow.engines.condor.jobstate import EVENT_STATES, JobstateLog, read_jobstate
+from dagflow.engines.condor.records import CondorRecord, condor_dir
+from dagflow.engines.condor.submit_writer import Layout
+from dagflow.plan import Plan
+from dagflow.run.journal import (
+    FAILED,
+    INTERRUPTED,
+    PENDING,
+    RETRYING,
+    RUNNING,
+    SUCCEEDED,
+    UPSTREAM_FAILED,
+    JournalState,
+    NodeRecord,
+)
+from dagflow.run.layout import RunLayout, RunNotFoundError
+from dagflow.run.status import HELD, QUEUED, RunStatus
+
+_SNAPSHOT_STATES = {
+    sf.NOT_READY: PENDING,
+    sf.READY: PENDING,
+    sf.PRERUN: RUNNING,
+    sf.SUBMITTED: QUEUED,
+    sf.POSTRUN: RUNNING,
+    sf.DONE: SUCCEEDED,
+    sf.ERROR: FAILED,
+    sf.FUTILE: UPSTREAM_FAILED,
+}
+_JOB_STATES = {ev.QUEUED: QUEUED, ev.RUNNING: RUNNING, ev.HELD_STATE: HELD, ev.REMOVED: FAILED}
+# DAGMan's own exit codes: 0 the DAG succeeded, 2 DAGMan was removed or aborted; anything else failed.
+_DAGMAN_EXIT_STATES = {0: SUCCEEDED, 2: INTERRUPTED}
+
+
+def _snapshot_state(ad: sf.NodeStatusAd) -> str:
+    if ad.status == sf.SUBMITTED:
+        if ad.procs_held:
+            return HELD
+        return RUNNING if ad.details == "running" else QUEUED
+    return _SNAPSHOT_STATES.get(ad.status, PENDING)
+
+
+def _job_state(job: ev.NodeJob) -> str:
+    if job.state == ev.EXITED:
+        return SUCCEEDED if job.exit_code == 0 else FAILED
+    return _JOB_STATES[job.state]
+
+
+def _why(state: str, job: ev.NodeJob | None, ad: sf.NodeStatusAd | None, exit_code: int | None) -> str | None:
+    if state == HELD and job is not None and job.hold_reason:
+        code = f" (HoldReasonCode {job.hold_code})" if job.hold_code is not None else ""
+        return f"held: {job.hold_reason}{code}"
+    if state in (FAILED, RETRYING, INTERRUPTED) and job is not None and job.state == ev.REMOVED:
+        return f"removed: {job.removed_reason}" if job.removed_reason else "removed"
+    if state in (FAILED, RETRYING):
+        if exit_code is not None:
+            return f"exit code {exit_code}"
+        if job is not None and job.signal is not None:
+            return f"killed by signal {job.signal}"
+        if ad is not None and ad.details:
+            return ad.details
+    if state in (QUEUED, RUNNING) and job is not None and job.evictions:
+        return f"evicted {job.evictions}x" + (f", held {job.holds}x" if job.holds else "")
+    return None
+
+
+def _dagman_job(record: CondorRecord) -> ev.NodeJob | None:
+    """The latest DAGMan job's state, from its own (small) event log; None before it has one."""
+    latest = record.latest
+    if latest is None or not record.dagman_log.is_file():
+        return None
+    import htcondor2
+
+    job: ev.NodeJob | None = None
+    for event in htcondor2.JobEventLog(str(record.dagman_log)).events(0):
+        if event.cluster != latest.cluster:
+            continue
+        code = int(event.type)
+        if code == ev.SUBMIT:
+            job = ev.NodeJob(event.cluster)
+        elif job is None:
+            continue
+        elif code == ev.EXECUTE:
+            job.state = ev.RUNNING
+        elif code == ev.TERMINATED:
+            job.state = ev.EXITED
+            job.exit_code = event.get("ReturnValue")
+        elif code == ev.ABORTED:
+            job.state, job.removed_reason = ev.REMOVED, event.get("Reason")
+        elif code == ev.HELD:
+            job.state, job.hold_reason = ev.HELD_STATE, event.get("HoldReason")
+        elif code in (ev.RELEASED, ev.EVICTED):
+            job.state = ev.QUEUED
+    return job
+
+
+def fold(
+    plan: Plan,
+    snapshot: sf.NodeStatusFile | None,
+    history: JobstateLog | None,
+    jobs: dict[str, ev.NodeJob],
+    dagman_alive: bool,
+    cancelled: bool = False,
+) -> dict[str, NodeRecord]:
+    """Every node's record from the three files (see the module docstring for who wins).
+
+    A node whose job was removed failed, as DAGMan counts it, unless the whole run was cancelled.
+    """
+    snapshot_nodes = snapshot.nodes if snapshot else {}
+    snapshot_at = (snapshot.timestamp or 0.0) if snapshot else 0.0
+    histories = history.nodes if history else {}
+    records: dict[str, NodeRecord] = {}
+    failed_or_below: set[str] = set()
+    for name, node in plan.nodes.items():  # topological order: parents first
+        ad = snapshot_nodes.get(name)
+        seen = histories.get(name)
+        job = jobs.get(name)
+        state, at = (_snapshot_state(ad), snapshot_at) if ad is not None else (PENDING, -1.0)
+        if job is not None and (job.updated or 0.0) >= at:
+            state, at = _job_state(job), job.updated or 0.0
+        if seen is not None and seen.at >= at:
+            state = EVENT_STATES[seen.event]
+        exit_code = seen.exit_code if seen is not None and seen.exit_code is not None else None
+        if exit_code is None and job is not None:
+            exit_code = job.exit_code
+        attempts = seen.attempt if seen is not None else (job.jobs if job is not None else 0)
+        if ad is not None and state not in (PENDING, UPSTREAM_FAILED):
+            attempts = max(attempts, ad.retry_count + 1)
+        if state == FAILED and dagman_alive and attempts <= plan.steps[node.step].retries:
+            state = RETRYING
+        elif state == FAILED and cancelled and job is not None and job.state == ev.REMOVED:
+            state = INTERRUPTED
+        if state in (FAILED, UPSTREAM_FAILED):
+            failed_or_below.add(name)
+        elif state == PENDING and not dagman_alive and any(parent in failed_or_below for parent in node.parents):
+            state = UPSTREAM_FAILED  # DAGMan stopped before its last status file said so
+            failed_or_below.add(name)
+        if state == PENDING and attempts == 0 and job is None:
+            continue  # the default record: leave it out, as the journal does
+        records[name] = NodeRecord(
+            state=state,
+            attempts=attempts,
+            rc=exit_code if state in (SUCCEEDED, FAILED, RETRYING) else None,
+            why=_why(state, job, ad, exit_code),
+            started=(job.started if job is not None else None) or (seen.started if seen is not None else None),
+            ended=(job.ended if job is not None else None) or (seen.ended if seen is not None else None),
+        )
+    return records
+
+
+def _run_outcome(
+    record: CondorRecord, history: JobstateLog | None, snapshot: sf.NodeStatusFile | None, dagman: ev.NodeJob | None
+) -> tuple[bool, str | None, float | None]:
+    """(DAGMan alive, the run's end state if it ended, when it ended)."""
+    if record.latest is None:
+        return False, None, None
+    finished_at = None
+    if history is not None and history.finished is not None and history.last_started is not None:
+        finished_at = history.finished
+        if dagman is None or dagman.state in (ev.EXITED, ev.REMOVED):
+            state = _DAGMAN_EXIT_STATES.get(history.exit_code if history.exit_code is not None else 1, FAILED)
+            return False, state, finished_at
+    if dagman is not None and dagman.state in (ev.EXITED, ev.REMOVED):
+        if dagman.state == ev.REMOVED:
+            return False, INTERRUPTED, dagman.ended or finished_at
+        code = dagman.exit_code if isinstance(dagman.exit_code, int) else 1
+        return False, _DAGMAN_EXIT_STATES.get(code, FAILED), dagman.ended or finished_at
+    if history is not None and history.finished is not None and history.last_started is not None:
+        # DAGMan wrote that it finished, but its job's exit is not logged yet: it is on its way out.
+        state = _DAGMAN_EXIT_STATES.get(history.exit_code if history.exit_code is not None else 1, FAILED)
+        return False, state, finished_at
+    if snapshot is not None and snapshot.complete and snapshot.dag_status == sf.DONE and dagman is None:
+        return False, SUCCEEDED, snapshot.timestamp
+    return True, None, None
+
+
+def read_condor_status(layout: RunLayout) -> RunStatus:
+    plan = layout.load_plan()
+    record = CondorRecord.load(layout.run_dir)
+    if record is None:
+        raise RunNotFoundError(f"run {layout.run_id} was not run with the condor engine")
+    files = record.files
+    snapshot = sf.read_node_status(files.node_status)
+    history = read_jobstate(files.jobstate_log)
+    jobs = ev.read_events(Layout.for_plan(plan, condor_dir(layout.run_dir)).event_log)
+    dagman = _dagman_job(record)
+    alive, outcome, ended = _run_outcome(record, history, snapshot, dagman)
+    journal = JournalState(
+        nodes=fold(plan, snapshot, history, jobs, alive, cancelled=outcome == INTERRUPTED),
+        runners=len(record.submissions),
+        started=(history.started if history else None) or (record.submissions[0].t if record.submissions else None),
+        finished=outcome,
+        finished_at=ended,
+    )
+    status = RunStatus(layout, plan, journal, alive, engine="condor")
+    status.extra = _extra(record, dagman, jobs, snapshot)
+    status.notes = _notes(status.extra, files.dag)
+    status.resume_hint = f"dagflow resubmit {layout.run_id}"
+    return status
+
+
+def _extra(
+    record: CondorRecord, dagman: ev.NodeJob | None, jobs: dict[str, ev.NodeJob], snapshot: sf.NodeStatusFile | None
+) -> dict[str, Any]:
+    latest = record.latest
+    held = {
+        name: {"cluster": job.cluster, "reason": job.hold_reason, "code": job.hold_code, "subcode": job.hold_subcode}
+        for name, job in jobs.items()
+        if job.state == ev.HELD_STATE
+    }
+    return {
+        "dagman_job": f"{latest.cluster}.0" if latest else None,
+        "dagman_state": dagman.state if dagman else (None if latest is None else "submitted"),
+        "dagman_hold_reason": dagman.hold_reason if dagman and dagman.state == ev.HELD_STATE else None,
+        "schedd": record.schedd,
+        "pool": record.pool,
+        "submissions": len(record.submissions),
+        "dag": record.dag,
+        "dag_status": sf.STATUS_NAMES[snapshot.dag_status] if snapshot and snapshot.dag_status in range(8) else None,
+        "status_file_time": snapshot.timestamp if snapshot else None,
+        "held": held,
+    }
+
+
+def _notes(extra: dict[str, Any], dag: Path) -> list[str]:
+    if extra["dagman_job"] is None:
+        return [f"not submitted; compiled DAG: {dag} (submit it with `dagflow resubmit`)"]
+    where = extra["schedd"] or "the local schedd"
+    if extra["pool"]:
+        where += f" in pool {extra['pool']}"
+    line = f"DAGMan job {extra['dagman_job']} on {where} ({extra['dagman_state']})"
+    if extra["dagman_hold_reason"]:
+        line += f", held: {extra['dagman_hold_reason']}"
+    notes = [line]
+    if extra["held"]:
+        notes.append(f"{len(extra['held'])} held job(s): release with condor_release, or cancel the run")
+    return notes

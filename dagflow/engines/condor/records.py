@@ -1,0 +1,87 @@
+"""What the condor engine keeps in a run directory, beside the shared plan.json, journal and logs/:
+
+    condor/                  the compiled DAG (`dagflow compile` output) and everything DAGMan writes:
+        <pipeline>.dag, <step>.sub, <pipeline>.status (node status file),
+        <pipeline>.jobstate.log, dagflow.jobs.log (the nodes' job event log),
+        <pipeline>.dag.condor.sub, .dagman.out, .dagman.log (the DAGMan job's own), .rescueNNN
+    condor/run.json          {"engine": "condor", "dag": path, "schedd": name|null, "pool": host|null,
+                              "submissions": [{"cluster": id, "t": time, "rescue": N|null}, ...]}
+
+Node stdout/stderr go to the shared logs/<node>.out|.err, so `dagflow logs` works for condor runs too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from dagflow.engines.condor.dag_writer import DagFiles
+
+ENGINE = "condor"
+RECORD_FILE = "run.json"
+
+
+def condor_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "condor"
+
+
+@dataclass(slots=True)
+class Submission:
+    cluster: int  # the DAGMan job's ClusterId
+    t: float
+    rescue: int | None = None  # the rescue DAG number it ran from (resubmit), if any
+
+
+@dataclass(slots=True)
+class CondorRecord:
+    dag: str  # absolute path of the .dag file
+    schedd: str | None = None  # the schedd name given at submit (None: the local schedd)
+    pool: str | None = None  # the collector given at submit (None: this host's configuration)
+    submissions: list[Submission] = field(default_factory=list)
+    engine: str = ENGINE
+
+    @property
+    def files(self) -> DagFiles:
+        dag = Path(self.dag)
+        return DagFiles.in_dir(dag.parent, dag.stem)
+
+    @property
+    def dagman_log(self) -> Path:
+        """The DAGMan job's own event log (condor_submit_dag's `log = <dag>.dagman.log`)."""
+        return Path(self.dag + ".dagman.log")
+
+    @property
+    def latest(self) -> Submission | None:
+        return self.submissions[-1] if self.submissions else None
+
+    @classmethod
+    def path(cls, run_dir: Path) -> Path:
+        return condor_dir(run_dir) / RECORD_FILE
+
+    @classmethod
+    def load(cls, run_dir: Path) -> CondorRecord | None:
+        try:
+            raw = json.loads(cls.path(run_dir).read_text())
+        except FileNotFoundError:
+            return None
+        subs = [Submission(**item) for item in raw.pop("submissions", [])]
+        return cls(**raw, submissions=subs)
+
+    def save(self, run_dir: Path) -> None:
+        target = self.path(run_dir)
+        tmp = target.with_name(f".{RECORD_FILE}.{os.getpid()}")
+        tmp.write_text(json.dumps(asdict(self), indent=1) + "\n")
+        os.replace(tmp, target)
+
+    def add_submission(self, run_dir: Path, cluster: int, rescue: int | None = None) -> Submission:
+        submission = Submission(cluster, round(time.time(), 3), rescue)
+        self.submissions.append(submission)
+        self.save(run_dir)
+        return submission
+
+
+def is_condor_run(run_dir: Path) -> bool:
+    return CondorRecord.path(run_dir).is_file()

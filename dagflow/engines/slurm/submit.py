@@ -1,0 +1,155 @@
+"""Submitting a plan's unfinished nodes as sbatch jobs, and recording their job ids in the run directory."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from itertools import groupby
+from pathlib import Path
+
+from dagflow.engines.slurm import commands
+from dagflow.engines.slurm.records import JobRecord, SlurmRecords
+from dagflow.engines.slurm.script import KILL_GRACE_S, render_script
+from dagflow.engines.slurm.units import SINGLE, Unit, plan_units
+from dagflow.errors import DagflowError
+from dagflow.plan import Plan, StepInfo
+
+# sbatch is one process and one controller round trip per job; a few at once hide most of the latency.
+PARALLEL_SBATCH = 8
+
+
+def array_spec(tasks: Iterable[int]) -> str:
+    """[0, 1, 2, 3, 7] -> "0-3,7"."""
+    parts = []
+    ordered = sorted(tasks)
+    for _, run in groupby(enumerate(ordered), key=lambda pair: pair[1] - pair[0]):
+        ids = [task for _, task in run]
+        parts.append(str(ids[0]) if len(ids) == 1 else f"{ids[0]}-{ids[-1]}")
+    return ",".join(parts)
+
+
+def time_limit_minutes(step: StepInfo) -> int | None:
+    """A backstop above the wrapper's own per-attempt timeouts: every attempt, its kill grace, a minute."""
+    if not step.timeout_s:
+        return None
+    return math.ceil(((step.retries + 1) * (step.timeout_s + KILL_GRACE_S) + 60) / 60)
+
+
+def comment(plan: Plan, unit: Unit) -> str:
+    """The Dagflow attributes of a job (as HTCondor jobs carry them), as compact JSON."""
+    step = plan.steps[unit.step]
+    attrs: dict[str, object] = {
+        "DagflowPipeline": plan.pipeline,
+        "DagflowRunId": plan.run_id,
+        "DagflowStep": step.name,
+        "DagflowKind": step.kind,
+    }
+    if not unit.is_array:
+        node = plan.nodes[unit.tasks[SINGLE]]
+        for axis, value in node.coords.items():
+            attrs["Dagflow" + "".join(part[:1].upper() + part[1:] for part in axis.split("_") if part)] = value
+        if node.trial is not None:
+            attrs["DagflowTrial"] = node.trial
+    attrs.update(step.classads)
+    return json.dumps(attrs, separators=(",", ":"))
+
+
+def sbatch_options(plan: Plan, unit: Unit, records: SlurmRecords) -> list[str]:
+    step = plan.steps[unit.step]
+    res = step.resources
+    options = [
+        f"--job-name={unit.name}:{plan.run_id}",
+        f"--comment={comment(plan, unit)}",
+        f"--cpus-per-task={res.cpus}",
+        f"--mem={res.memory_mb}M",
+        f"--output={records.wrapper_log}",
+        f"--error={records.wrapper_log}",
+        "--open-mode=append",
+        "--no-requeue",
+        # The same as the cluster's DependencyParameters=kill_invalid_depend, for clusters without it:
+        # a job after a failed parent is cancelled instead of pending forever.
+        "--kill-on-invalid-dep=yes",
+    ]
+    if res.gpus:
+        options.append(f"--gres=gpu:{res.gpus}")
+    minutes = time_limit_minutes(step)
+    if minutes is not None:
+        options.append(f"--time={minutes}")
+    if unit.is_array:
+        options.append(f"--array={array_spec(unit.tasks)}")
+    return options
+
+
+class Submission:
+    """Submits units in order, resolving each one's dependencies to the job ids already submitted."""
+
+    def __init__(self, plan: Plan, run_dir: Path, sub: int) -> None:
+        self.plan = plan
+        self.run_dir = run_dir
+        self.records = SlurmRecords(run_dir)
+        self.sub = sub
+        self.unit_jobs: list[str | None] = []
+        self.node_refs: dict[str, str] = {}
+        self.submitted: list[JobRecord] = []
+
+    def run(self, units: list[Unit]) -> list[JobRecord]:
+        self.unit_jobs = [None] * len(units)
+        try:
+            # Units of one step never depend on each other, so a step's units go out in parallel.
+            position = 0
+            for _, group in groupby(units, key=lambda unit: unit.step):
+                batch = list(group)
+                indices = range(position, position + len(batch))
+                position += len(batch)
+                if len(batch) == 1:
+                    jobs = [self._submit_one(indices[0], batch[0])]
+                else:
+                    with ThreadPoolExecutor(PARALLEL_SBATCH) as pool:
+                        jobs = list(pool.map(self._submit_one, indices, batch))
+                done = []
+                for index, unit, job in zip(indices, batch, jobs, strict=True):
+                    self.unit_jobs[index] = job
+                    record = JobRecord(self.sub, job, unit.name, unit.tasks)
+                    done.append(record)
+                    for task, node in unit.tasks.items():
+                        self.node_refs[node] = record.ref(task)
+                self.records.append(done)
+                self.submitted.extend(done)
+        except DagflowError:
+            self._withdraw()
+            raise
+        return self.submitted
+
+    def _dependency(self, unit: Unit) -> str | None:
+        clauses: dict[str, list[str]] = {}
+        for kind, parent in unit.unit_deps:
+            job = self.unit_jobs[parent]
+            assert job is not None, "units are submitted parents first"
+            clauses.setdefault(kind, []).append(job)
+        if unit.node_deps:
+            clauses.setdefault("afterok", []).extend(self.node_refs[parent] for parent in unit.node_deps)
+        return ",".join(f"{kind}:{':'.join(jobs)}" for kind, jobs in clauses.items()) or None
+
+    def _submit_one(self, index: int, unit: Unit) -> str:
+        options = sbatch_options(self.plan, unit, self.records)
+        dependency = self._dependency(unit)
+        if dependency:
+            options.append(f"--dependency={dependency}")
+        path = self.records.scripts_dir / f"{self.sub}-{unit.name}.sh"
+        path.write_text(render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options))
+        return commands.sbatch(options, str(path))
+
+    def _withdraw(self) -> None:
+        """A submission that failed half-way: cancel what it had submitted, so no partial DAG runs."""
+        jobs = [job for job in self.unit_jobs if job is not None]
+        if jobs:
+            with contextlib.suppress(DagflowError):
+                commands.scancel(jobs)
+
+
+def submit_nodes(plan: Plan, run_dir: Path, todo: Iterable[str], sub: int, arrays: bool = True) -> list[JobRecord]:
+    units = plan_units(plan, todo, commands.max_array_size(), arrays)
+    return Submission(plan, run_dir, sub).run(units)

@@ -1,0 +1,190 @@
+"""`dagflow submit --engine condor`, `dagflow cancel` and `dagflow resubmit`, through the htcondor2 bindings.
+
+No schedd can run here: htcondor2.Submit.from_dag really builds the DAGMan job (dry runs and rescue
+options are checked for real), and a CONDOR_CONFIG naming a schedd and a collector on a closed
+loopback port makes "no schedd reachable" deterministic and fast. The last test submits to a real
+schedd when this machine's HTCondor configuration has one, and is skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.condor_helpers import write
+
+PIPELINE = """\
+name: tiny
+matrix:
+  region: [us, br]
+steps:
+  hello:
+    kind: command
+    command: ["true"]
+    retries: 1
+"""
+DATA = Path(__file__).parent / "data" / "condor"
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def unreachable(tmp_path: Path) -> dict[str, str]:
+    """Environment whose HTCondor configuration names a schedd and a collector nobody listens on."""
+    port = closed_port()
+    config = write(tmp_path / "condor_config", f"SCHEDD_HOST = 127.0.0.1:{port}\nCOLLECTOR_HOST = 127.0.0.1:{port}\n")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("_CONDOR_")}
+    env["CONDOR_CONFIG"] = str(config)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    return env
+
+
+def dagflow(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "dagflow", *args, "--runs-dir", str(cwd / "runs")]
+    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def test_dry_run_builds_the_dagman_job_and_submits_nothing(tmp_path: Path, unreachable: dict[str, str]) -> None:
+    pipeline = write(tmp_path / "pipeline.yaml", PIPELINE)
+    result = dagflow(
+        "submit",
+        "--engine",
+        "condor",
+        str(pipeline),
+        "--run-id",
+        "dry",
+        "--dry-run",
+        "--json",
+        env=unreachable,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    dag = tmp_path / "runs" / "dry" / "condor" / "tiny.dag"
+    assert summary["dry_run"] and summary["dagman_job"] is None and summary["dag"] == str(dag)
+    description = summary["description"]
+    assert "universe = scheduler" in description and f"-Dag {dag}" in description
+    assert 'My.JobBatchName = "dry"' in description and "-DoRescueFrom" not in description
+    assert (dag.parent / "tiny.dag.condor.sub").is_file()  # what condor_submit_dag would have written
+    record = json.loads((dag.parent / "run.json").read_text())
+    assert record["engine"] == "condor" and record["submissions"] == []
+    text = dagflow(
+        "submit", "--engine", "condor", str(pipeline), "--run-id", "dry2", "--dry-run", env=unreachable, cwd=tmp_path
+    )
+    assert text.returncode == 0 and text.stdout.startswith("universe = scheduler")
+    assert "would submit" in text.stderr and "the local schedd" in text.stderr
+
+
+def test_no_reachable_schedd_is_one_line_exit_3_and_keeps_the_files(
+    tmp_path: Path, unreachable: dict[str, str]
+) -> None:
+    pipeline = write(tmp_path / "pipeline.yaml", PIPELINE)
+    started = time.monotonic()
+    result = dagflow("submit", "--engine", "condor", str(pipeline), "--run-id", "r1", env=unreachable, cwd=tmp_path)
+    assert result.returncode == 3, result.stderr
+    assert time.monotonic() - started < 20
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: cannot submit to the local schedd (configuration: ")
+    assert "Failed to connect" in lines[0] and "compiled files kept in" in lines[0] and "Traceback" not in result.stderr
+    assert (tmp_path / "runs" / "r1" / "condor" / "tiny.dag").is_file()
+    status = dagflow("status", "r1", "--json", env=unreachable, cwd=tmp_path)
+    assert json.loads(status.stdout)["state"] == "not-started"
+    # The kept run can be submitted later: resubmit submits it as compiled (here: still no schedd).
+    again = dagflow("resubmit", "r1", "--dry-run", "--json", env=unreachable, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["rescue"] is None
+    cancel = dagflow("cancel", "r1", env=unreachable, cwd=tmp_path)
+    assert cancel.returncode == 2 and "never submitted" in cancel.stderr
+
+
+def test_a_named_schedd_in_an_unreachable_pool(tmp_path: Path, unreachable: dict[str, str]) -> None:
+    pipeline = write(tmp_path / "pipeline.yaml", PIPELINE)
+    pool = f"127.0.0.1:{closed_port()}"
+    result = dagflow(
+        "submit", "--engine", "condor", str(pipeline), "--name", "sched1", "--pool", pool, env=unreachable, cwd=tmp_path
+    )
+    assert result.returncode == 3
+    assert result.stderr.startswith(f"error: cannot reach schedd 'sched1' in pool {pool}: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def failed_condor_run(tmp_path: Path, unreachable: dict[str, str]) -> Path:
+    """A submitted condor run of tests/data/condor/failed (with its rescue DAG)."""
+    pipeline = write(tmp_path / "pipeline.yaml", PIPELINE.replace("name: tiny", "name: ratings"))
+    result = dagflow(
+        "submit", "--engine", "condor", str(pipeline), "--run-id", "f1", "--dry-run", env=unreachable, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    condor = tmp_path / "runs" / "f1" / "condor"
+    for path in (DATA / "failed").iterdir():
+        if path.name != "dagflow.jobs.log":  # its nodes are the other pipeline's; the DAG's files suffice
+            shutil.copy(path, condor / path.name)
+    record = json.loads((condor / "run.json").read_text())
+    record["submissions"] = [{"cluster": 100, "t": 1740837598.0, "rescue": None}]
+    (condor / "run.json").write_text(json.dumps(record))
+    return condor
+
+
+def test_resubmit_uses_the_newest_rescue_dag(tmp_path: Path, unreachable: dict[str, str]) -> None:
+    condor = failed_condor_run(tmp_path, unreachable)
+    shutil.copy(condor / "ratings.dag.rescue001", condor / "ratings.dag.rescue002")
+    result = dagflow("resubmit", "f1", "--dry-run", "--json", env=unreachable, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["rescue"] == 2 and "-DoRescueFrom 2" in summary["description"]
+    assert "-update_submit" in summary["description"]  # the .condor.sub of the first submission is rewritten
+    real = dagflow("resubmit", "f1", env=unreachable, cwd=tmp_path)
+    assert real.returncode == 3 and "compiled" not in real.stderr and "cannot submit to the local schedd" in real.stderr
+
+
+def test_resubmit_refuses_a_running_or_rescue_less_run(tmp_path: Path, unreachable: dict[str, str]) -> None:
+    condor = failed_condor_run(tmp_path, unreachable)
+    (condor / "ratings.dag.rescue001").unlink()
+    missing = dagflow("resubmit", "f1", env=unreachable, cwd=tmp_path)
+    assert missing.returncode == 2 and "no rescue DAG" in missing.stderr
+    with open(condor / "ratings.jobstate.log", "a") as log:
+        log.write("1740837990 INTERNAL *** DAGMAN_STARTED 200.0 ***\n")
+    record = json.loads((condor / "run.json").read_text())
+    record["submissions"].append({"cluster": 200, "t": 1740837989.0, "rescue": 1})
+    (condor / "run.json").write_text(json.dumps(record))
+    running = dagflow("resubmit", "f1", env=unreachable, cwd=tmp_path)
+    assert running.returncode == 2 and "still running" in running.stderr
+    cancel = dagflow("cancel", "f1", env=unreachable, cwd=tmp_path)
+    assert cancel.returncode == 3 and cancel.stderr.startswith("error: cannot remove job 200 from the local schedd")
+
+
+def _local_schedd_configured() -> bool:
+    try:
+        import htcondor2
+
+        htcondor2.Schedd().query(limit=1)
+        return True
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(not _local_schedd_configured(), reason="no schedd configured on this machine")
+def test_submit_to_a_real_schedd_and_cancel(tmp_path: Path) -> None:
+    pipeline = write(tmp_path / "pipeline.yaml", PIPELINE)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    result = dagflow("submit", "--engine", "condor", str(pipeline), "--run-id", "real", "--json", env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    cluster = json.loads(result.stdout)["dagman_job"]
+    assert cluster and int(cluster.split(".")[0]) > 0
+    status = dagflow("status", "real", "--json", env=env, cwd=tmp_path)
+    assert json.loads(status.stdout)["condor"]["dagman_job"] == cluster
+    cancel = dagflow("cancel", "real", env=env, cwd=tmp_path)
+    assert cancel.returncode == 0, cancel.stderr
