@@ -129,7 +129,8 @@ def test_file_urls(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("location", "message"),
     [
-        ("s3://bucket/key/", "S3 transfers are not supported yet"),
+        ("s3:///key/", "has no bucket"),
+        ("s3://Not_A_Bucket/key", "not a valid S3 bucket name"),
         ("gs://bucket/key", "unsupported transfer location scheme"),
         ("file://otherhost/x", "remote host"),
     ],
@@ -163,6 +164,6 @@ def test_cli_summary_and_s3_error(tmp_path: Path) -> None:
     assert "copied 3, skipped 0" in first.stdout
     second = run_cli(str(tmp_path / "src"), str(tmp_path / "dst"))
     assert "copied 0, skipped 3" in second.stdout
-    s3 = run_cli("s3://bucket/data/", str(tmp_path / "dst"))
+    s3 = run_cli("s3://Bad_Bucket/data/", str(tmp_path / "dst"))
     assert s3.returncode == 2
-    assert "S3 transfers are not supported yet" in s3.stderr
+    assert "not a valid S3 bucket name" in s3.stderr

@@ -12,14 +12,15 @@ import itertools
 import secrets
 import shlex
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from graphlib import TopologicalSorter
+from typing import Any
 
 import classad2
 
 from dagflow.errors import Diagnostic, SpecError
-from dagflow.plan.model import DAGFLOW_LAUNCHER, Node, Plan, Resources, StepInfo
+from dagflow.plan.model import DAGFLOW_LAUNCHER, PROMOTE_SUFFIX, PUBLISH_SUFFIX, Node, Plan, Resources, StepInfo
 from dagflow.policies import gpu_classes
 from dagflow.spec.model import PipelineSpec, StepSpec
 from dagflow.spec.templates import Template, parse_template
@@ -36,6 +37,8 @@ def param_text(value: object) -> str:
     """How a param value reads inside a template: YAML's spelling for booleans, repr-exact floats."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list | tuple):  # a search variable of size > 1
+        return ",".join(param_text(item) for item in value)
     return str(value)
 
 
@@ -68,17 +71,25 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def expand(spec: Spec, run_id: str | None = None) -> Plan:
+def expand(
+    spec: Spec, run_id: str | None = None, params: Mapping[str, Any] | None = None, trial: int | None = None
+) -> Plan:
+    """The plan of spec. `params` overrides the pipeline's params (a search trial's point) and `trial`
+    marks every node with the trial number; nodes of steps that use none of the overridden params keep
+    the pipeline's own params, so they fingerprint (and cache) exactly as in a plain run."""
     with gc_paused():
-        return _expand(spec, run_id)
+        return _expand(spec, run_id, params or {}, trial)
 
 
-def _expand(spec: Spec, run_id: str | None) -> Plan:
+def _expand(spec: Spec, run_id: str | None, overrides: Mapping[str, Any], trial_number: int | None) -> Plan:
     model = spec.model
     run_id = run_id or new_run_id(model.name)
     base_context = {"run.id": run_id, "pipeline": model.name}
     base_context.update({f"params.{name}": param_text(value) for name, value in model.params.items()})
+    base_context.update({f"params.{name}": param_text(value) for name, value in overrides.items()})
     params = dict(model.params)
+    trial_params = {**params, **overrides}
+    overridden = {f"params.{name}" for name in overrides}
 
     steps: dict[str, StepInfo] = {}
     nodes: dict[str, Node] = {}
@@ -89,6 +100,7 @@ def _expand(spec: Spec, run_id: str | None) -> Plan:
         info = _step_info(step_name, step, model)
         steps[step_name] = info
         templates = _StepTemplates(step)
+        step_params = trial_params if overridden & templates.variables else params
         context = {**base_context, "step": step_name}
         produced: list[Node] = []
         parent_index = {
@@ -106,22 +118,33 @@ def _expand(spec: Spec, run_id: str | None) -> Plan:
             for shared_axes, index in parent_index.values():
                 parents.extend(node.name for node in index.get(tuple(coords[a] for a in shared_axes), ()))
             trial = coords.get("trial")
+            if trial_number is not None:
+                trial = str(trial_number)
+            env = templates.env(context)
+            if step.kind == "transfer" and templates.remote_source:
+                # S3 can change between runs without dagflow seeing it: the run id in the node's
+                # fingerprint makes every run fetch (what is unchanged is skipped by the transfer).
+                env = {**env, "DAGFLOW_RUN_ID": run_id}
             node = Node(
                 name=name,
                 step=step_name,
                 argv=templates.argv(context),
-                env=templates.env(context),
+                env=env,
                 coords=coords,
                 parents=parents,
                 inputs=templates.inputs(context),
                 outputs=templates.outputs(context),
                 trial=int(trial) if trial is not None and trial.isdigit() else None,
-                params=params,
+                params=step_params,
                 metrics=templates.metrics(context),
             )
             nodes[name] = node
             produced.append(node)
         by_coords[step_name] = produced
+        if step.publish:
+            _add_publish(spec, step_name, step, info, produced, templates, context, nodes, steps, by_coords)
+        if step.promote_if:
+            _add_promote(spec, step_name, step, info, produced, templates, context, nodes, steps, by_coords)
     return Plan(
         pipeline=model.name,
         run_id=run_id,
@@ -130,6 +153,107 @@ def _expand(spec: Spec, run_id: str | None) -> Plan:
         nodes=nodes,
         workdir=str(spec.file.parent),
     )
+
+
+def _helper_step(info: StepInfo, suffix: str) -> StepInfo:
+    """A step dagflow adds to run one of its own commands per node of info (kind transfer: it runs
+    `dagflow`); failures from S3 are retried, bad input (exit 2) is not."""
+    return StepInfo(
+        name=info.name + suffix,
+        kind="transfer",
+        axes=info.axes,
+        resources=Resources(),
+        requirements=None,
+        classads={},
+        retries=2,
+        retry_unless_exit=(2,),
+        timeout_s=None,
+        priority=info.priority,
+        metrics=None,
+    )
+
+
+def _helper_node(spec: Spec, step: str, suffix: str, of: Node, argv: list[str], nodes: dict[str, Node]) -> Node:
+    name = ".".join((step + suffix, *of.coords.values()))
+    if name in nodes:
+        raise _collision(spec, step, name)
+    node = Node(
+        name=name,
+        step=step + suffix,
+        argv=[DAGFLOW_LAUNCHER, *argv],
+        env=of.env,
+        coords=of.coords,
+        parents=[of.name],
+        trial=of.trial,
+        params=of.params,
+    )
+    nodes[name] = node
+    return node
+
+
+def _add_publish(
+    spec: Spec,
+    step_name: str,
+    step: StepSpec,
+    info: StepInfo,
+    produced: list[Node],
+    templates: _StepTemplates,
+    context: dict[str, str],
+    nodes: dict[str, Node],
+    steps: dict[str, StepInfo],
+    by_coords: dict[str, list[Node]],
+) -> None:
+    """`<step>.publish.<coords>`: after each node, upload its outputs to its rendered `publish:`."""
+    steps[step_name + PUBLISH_SUFFIX] = _helper_step(info, PUBLISH_SUFFIX)
+    published = []
+    for node in produced:
+        context.update(node.coords)
+        url = templates.render(step.publish or "", context)
+        helper = _helper_node(spec, step_name, PUBLISH_SUFFIX, node, ["publish", url, *node.outputs], nodes)
+        helper.inputs = list(node.outputs)
+        published.append(helper)
+    by_coords[step_name + PUBLISH_SUFFIX] = published
+
+
+def _add_promote(
+    spec: Spec,
+    step_name: str,
+    step: StepSpec,
+    info: StepInfo,
+    produced: list[Node],
+    templates: _StepTemplates,
+    context: dict[str, str],
+    nodes: dict[str, Node],
+    steps: dict[str, StepInfo],
+    by_coords: dict[str, list[Node]],
+) -> None:
+    """`<step>.promote.<coords>`: after each evaluate node and the publish of the model it evaluated,
+    move the `than` pointer to that model if its metric is better."""
+    promote = step.promote_if
+    assert promote is not None
+    model = promote.model or next(need for need in step.needs if spec.model.steps[need].publish)
+    model_axes = [axis for axis in steps[model].axes if axis in info.axes]
+    _, index = _index(by_coords[model + PUBLISH_SUFFIX], model_axes)
+    steps[step_name + PROMOTE_SUFFIX] = _helper_step(info, PROMOTE_SUFFIX)
+    for node in produced:
+        context.update(node.coords)
+        publishers = index.get(tuple(node.coords[axis] for axis in model_axes), [])
+        if len(publishers) != 1 or not node.metrics:  # validation rules both out
+            raise AssertionError(f"{node.name}: expected one published model and a metrics file")
+        name = ".".join((step_name + PROMOTE_SUFFIX, *node.coords.values()))
+        argv = [
+            "promote",
+            "--metrics", node.metrics,
+            "--metric", promote.metric,
+            "--better", promote.better,
+            "--than", templates.render(promote.than, context),
+            "--model", publishers[0].argv[2],
+            "--min-delta", repr(promote.min_delta),
+            "--run-id", context["run.id"],
+            "--node", name,
+        ]  # fmt: skip
+        helper = _helper_node(spec, step_name, PROMOTE_SUFFIX, node, argv, nodes)
+        helper.parents.append(publishers[0].name)
 
 
 def _index(nodes: Iterable[Node], axes: list[str]) -> tuple[list[str], dict[tuple[str, ...], list[Node]]]:
@@ -190,6 +314,7 @@ class _StepTemplates:
     """A step's templated fields, parsed once and rendered per node."""
 
     def __init__(self, step: StepSpec) -> None:
+        self.remote_source = step.kind == "transfer" and (step.from_ or "").lower().startswith("s3://")
         if step.kind == "transfer":
             raw_argv = [DAGFLOW_LAUNCHER, "transfer", step.from_ or "", step.to or ""]
         elif isinstance(step.command, str):
@@ -204,6 +329,14 @@ class _StepTemplates:
         self._constant_env = _constant_dict(self._env)
         self._constant_inputs = _constant_list(self._inputs)
         self._constant_outputs = _constant_list(self._outputs)
+        every = [*self._argv, *self._env.values(), *self._inputs, *self._outputs]
+        if self._metrics is not None:
+            every.append(self._metrics)
+        self.variables = frozenset(name for template in every for name in template.variables)
+
+    @staticmethod
+    def render(text: str, context: dict[str, str]) -> str:
+        return parse_template(text).render(context)
 
     def argv(self, context: dict[str, str]) -> list[str]:
         return [template.render(context) for template in self._argv]

@@ -18,6 +18,11 @@ PLAN_FORMAT = 1
 # (the local engine uses the running interpreter, batch engines expect `dagflow` on the execute node).
 DAGFLOW_LAUNCHER = "dagflow"
 
+# Steps dagflow adds to a plan: `<step>.publish` uploads a train step's outputs (its `publish:`),
+# `<step>.promote` decides an evaluate step's `promote_if:`. The dot keeps them apart from user steps.
+PUBLISH_SUFFIX = ".publish"
+PROMOTE_SUFFIX = ".promote"
+
 ClassAdValue = str | int | float | bool
 
 

@@ -63,6 +63,19 @@ class RetrySpec(Strict):
     )
 
 
+class PromoteSpec(Strict):
+    metric: str = Field(min_length=1, description="the metric to compare, a key of the step's metrics file")
+    better: Literal["lower", "higher"] = Field(description="which way is better: lower (a loss) or higher")
+    than: str = Field(
+        description="the pointer to the current model, moved only when the new one is better, "
+        "e.g. s3://bucket/models/{region}/latest"
+    )
+    model: str | None = Field(
+        None, description="the step whose published model is promoted [default: the needed step with publish]"
+    )
+    min_delta: float = Field(0.0, ge=0, description="how much better the new metric must be")
+
+
 def _retry_from_int(value: Any) -> Any:
     return {"count": value} if isinstance(value, int) and not isinstance(value, bool) else value
 
@@ -103,6 +116,14 @@ class StepSpec(Strict):
     inputs: list[str] = Field(default_factory=list, description="files or directories the step reads (for caching)")
     outputs: list[str] = Field(default_factory=list, description="files or directories the step writes")
     metrics: str | None = Field(None, description="JSON file of metrics the step writes (read by search)")
+    publish: str | None = Field(
+        None,
+        description="train steps: upload the step's outputs here after it succeeds, "
+        "e.g. s3://bucket/models/{region}/{run.id}/",
+    )
+    promote_if: PromoteSpec | None = Field(
+        None, description="evaluate steps: move the `than` pointer to the published model only when it is better"
+    )
 
     @model_validator(mode="after")
     def _kind_fields(self) -> StepSpec:

@@ -21,8 +21,12 @@ from pydantic import ValidationError
 
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.policies import gpu_classes
+from dagflow.schedule.cron import FORM as CRON_FORM
+from dagflow.schedule.cron import CronError
+from dagflow.schedule.cron import normalize as normalize_cron
 from dagflow.spec.model import (
     PipelineSpec,
+    PromoteSpec,
     ResourcesSpec,
     RetrySpec,
     ScheduleSpec,
@@ -34,6 +38,7 @@ from dagflow.spec.templates import TemplateError, parse_template
 from dagflow.spec.units import DURATION_HELP, SIZE_HELP
 from dagflow.spec.yamlpos import Path_, Positions, dotted, load_yaml
 from dagflow.text import CONTROL_CHARACTERS
+from dagflow.transfer.s3url import S3LocationError, parse_s3_url
 
 BUILTIN_VARIABLES = ("run.id", "step", "pipeline")
 SHELL_OPERATORS = frozenset({"|", "||", "&&", ";", ">", ">>", "<", "<<", "&", "2>", "2>&1", "&>"})
@@ -57,6 +62,7 @@ _MODELS_BY_PATTERN: dict[tuple[str, ...], type] = {
     ("steps", "*"): StepSpec,
     ("steps", "*", "resources"): ResourcesSpec,
     ("steps", "*", "retries"): RetrySpec,
+    ("steps", "*", "promote_if"): PromoteSpec,
     ("search",): SearchSpec,
     ("search", "variables", "*"): VariableSpec,
     ("schedule",): ScheduleSpec,
@@ -206,7 +212,90 @@ class _Checker:
         for name, step in steps.items():
             if isinstance(step, dict):
                 self._step(str(name), step, steps, matrix, param_names)
+                self._publish(str(name), step)
+                self._promote(str(name), step, steps, matrix)
         self._cycles(steps)
+        self._cron(data.get("schedule"))
+
+    def _cron(self, schedule: Any) -> None:
+        if not isinstance(schedule, dict) or not isinstance(schedule.get("cron"), str):
+            return
+        try:
+            normalize_cron(schedule["cron"])
+        except CronError as exc:
+            self.add(("schedule", "cron"), str(exc), allowed=CRON_FORM)
+
+    def _publish(self, name: str, step: dict[str, Any]) -> None:
+        publish = step.get("publish")
+        if not isinstance(publish, str):
+            return
+        path: Path_ = ("steps", name, "publish")
+        if step.get("kind") != "train":
+            self.add(path, "publish belongs to train steps (kind: train)")
+        if not _as_list(step.get("outputs")):
+            self.add(path, "publish uploads the step's outputs, but the step lists none",
+                     hint="list the files or directories it writes under outputs")
+        self._location(path, publish, prefix=True)
+
+    def _location(self, path: Path_, text: str, *, prefix: bool) -> None:
+        """An s3:// URL or a path; a prefix (a directory) ends with '/', an object does not."""
+        literal = text.replace("{{", "").replace("}}", "")
+        if literal.lower().startswith("s3://"):
+            rendered = re.sub(r"\{[^{}]*\}", "x", literal)  # any value a variable could take
+            try:
+                parse_s3_url(rendered)
+            except S3LocationError as exc:
+                self.add(path, str(exc).replace(rendered, text))
+                return
+        if prefix and not text.endswith("/"):
+            self.add(path, f"{text!r} is a file name; this must be a directory or prefix",
+                     hint=f"end it with '/': {text}/")
+        elif not prefix and text.endswith("/"):
+            self.add(path, f"{text!r} is a directory; the pointer is one file or object",
+                     hint=f"e.g. {text}latest")
+
+    def _promote(self, name: str, step: dict[str, Any], steps: dict[str, Any], matrix: dict[str, Any]) -> None:
+        promote = step.get("promote_if")
+        if not isinstance(promote, dict):
+            return
+        base: Path_ = ("steps", name, "promote_if")
+        if step.get("kind") != "evaluate":
+            self.add(base, "promote_if belongs to evaluate steps (kind: evaluate)", key=True)
+        if not isinstance(step.get("metrics"), str):
+            self.add(base, "promote_if reads the new model's metric from the step's metrics file, "
+                     "but the step has no metrics", hint="add metrics: path/to/metrics.json", key=True)
+        than = promote.get("than")
+        if isinstance(than, str):
+            self._location((*base, "than"), than, prefix=False)
+            if "run.id" in _variables(than):
+                self.add((*base, "than"), "the pointer must be the same for every run, but it uses {run.id}",
+                         hint="e.g. s3://bucket/models/{region}/latest")
+        needs = [need for need in _as_list(step.get("needs")) if isinstance(need, str) and need in steps]
+        publishers = [need for need in needs if isinstance(steps[need], dict) and steps[need].get("publish")]
+        model = promote.get("model")
+        if isinstance(model, str):
+            if model not in needs:
+                self.add((*base, "model"), f"model names {model!r}, which this step does not need",
+                         allowed=", ".join(needs) or "no steps: add needs", hint=closest(model, needs))
+                return
+            if model not in publishers:
+                self.add((*base, "model"), f"step {model!r} publishes nothing", hint=f"add publish: to {model}")
+                return
+        elif len(publishers) != 1:
+            message = (f"needed steps {', '.join(publishers)} all publish a model: say which one is promoted"
+                       if publishers else "promotion needs a published model, but no needed step has publish")
+            self.add(base, message, allowed="model: STEP, a needed step with publish" if publishers else None,
+                     hint=None if publishers else "add publish: s3://bucket/models/{region}/{run.id}/ to the "
+                     "train step this step needs", key=True)
+            return
+        else:
+            model = publishers[0]
+        model_over = set(_as_list(steps[model].get("over")))
+        own_over = set(_as_list(step.get("over")))
+        spread = sorted(axis for axis in own_over - model_over if axis in matrix)
+        if spread:
+            self.add(base, f"this step gathers over {', '.join(spread)} but step {model!r} publishes one model "
+                     "per value: there would be several models to promote", key=True)
 
     def _search_defaults(self, search_vars: dict[str, Any], param_names: set[str]) -> None:
         for name in search_vars:
@@ -357,6 +446,13 @@ class _Checker:
                      hint="they cannot be passed safely to batch systems")
 
 
+def _variables(text: str) -> tuple[str, ...]:
+    try:
+        return parse_template(text).variables
+    except TemplateError:
+        return ()
+
+
 def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
@@ -369,9 +465,12 @@ def _template_fields(base: Path_, step: dict[str, Any]) -> Iterator[tuple[Path_,
     for index, part in enumerate(_as_list(command)):
         if isinstance(part, str):
             yield (*base, "command", index), part
-    for field in ("from", "to", "metrics"):
+    for field in ("from", "to", "metrics", "publish"):
         if isinstance(step.get(field), str):
             yield (*base, field), step[field]
+    promote = step.get("promote_if")
+    if isinstance(promote, dict) and isinstance(promote.get("than"), str):
+        yield (*base, "promote_if", "than"), promote["than"]
     for field in ("inputs", "outputs"):
         for index, item in enumerate(_as_list(step.get(field))):
             if isinstance(item, str):

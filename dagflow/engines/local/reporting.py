@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from dagflow.engines.local.options import RUN_INTERRUPTED, RUN_SUCCEEDED, RunResult
 from dagflow.plan import Plan
+from dagflow.promote.verdict import promotion_lines, promotion_records
 
 
 @dataclass(slots=True)
@@ -63,6 +64,7 @@ def summary_lines(result: RunResult, runs_dir_hint: str = "") -> list[str]:
         lines.append(f"  ... and {len(result.failures) - 20} more failed nodes")
     if counts.get("upstream_failed"):
         lines.append(f"  {counts['upstream_failed']} nodes did not run because a node they need failed")
+    lines.extend(promotion_lines(result.run_dir, result.states))
     if result.state != RUN_SUCCEEDED:
         lines.append(f"resume with: dagflow run --resume {result.run_id}{runs_dir_hint}")
     return lines
@@ -170,5 +172,6 @@ class JsonReporter(Reporter):
             counts=result.counts(),
             duration_s=round(result.duration_s, 3),
             failed=[{"node": f.node, "why": f.why, "log": str(f.log) if f.log else None} for f in result.failures],
+            promotions=promotion_records(result.run_dir, result.states),
         )
         self.stream.flush()

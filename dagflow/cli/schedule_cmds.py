@@ -1,0 +1,147 @@
+"""`dagflow schedule install|list|remove|run`: run a pipeline on its `schedule:` with cron or HTCondor."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dagflow.cli.app import app
+from dagflow.cli.common import fail
+from dagflow.errors import DagflowError
+
+schedule_app = typer.Typer(
+    help="Run a pipeline on its schedule: block, from your crontab or as an HTCondor cron job.",
+    no_args_is_help=True,
+)
+app.add_typer(schedule_app, name="schedule")
+
+PipelineArg = Annotated[Path, typer.Argument(help="The pipeline file (its schedule: block says when).")]
+
+
+def _entries(pipeline: Path):  # -> list[Entry]
+    from dagflow.schedule.entries import entries
+    from dagflow.spec import load_spec
+
+    return entries(load_spec(pipeline))
+
+
+def _fire_times(cron: str) -> str:
+    from dagflow.schedule.cron import next_fire_times
+
+    return ", ".join(when.strftime("%Y-%m-%d %H:%M") for when in next_fire_times(cron, datetime.now()))
+
+
+@schedule_app.command("install")
+def install_command(
+    pipeline: PipelineArg,
+    condor: Annotated[
+        bool, typer.Option("--condor", help="Write an HTCondor cron job (runs `dagflow submit`) instead.")
+    ] = False,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", metavar="NAME", help="Also set this variable (from this shell), e.g. AWS_PROFILE."),
+    ] = None,
+) -> None:
+    """Install the pipeline's schedule in your crontab (a marked block; installing again replaces it).
+
+    Each line runs `flock -n LOCK PYTHON -m dagflow run PIPELINE` from the pipeline's directory with
+    PATH and the virtual environment set, so a firing never overlaps the previous one and needs
+    nothing from your shell; output is appended to .dagflow/schedule/<name>.log beside the pipeline.
+    """
+    from dagflow.schedule import condor as condor_job
+    from dagflow.schedule import crontab
+    from dagflow.schedule.entries import environment
+
+    try:
+        entries = _entries(pipeline)
+        variables = environment(env or [])
+        for entry in entries:
+            entry.log.parent.mkdir(parents=True, exist_ok=True)
+        if condor:
+            entry = entries[0]
+            text = condor_job.submit_description(entry, variables)  # refuses per-value schedules
+            path = entry.workdir / ".dagflow" / "schedule" / f"{entry.name}.condor.sub"
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path} ({entry.cron}); submit it with: condor_submit {path}")
+            return
+        lines = [crontab.cron_line(entry, variables) for entry in entries]
+        replaced = crontab.install(entries[0].pipeline, lines)
+    except DagflowError as error:
+        fail(error)
+    verb = "replaced" if replaced else "installed"
+    print(f"{verb} {len(lines)} crontab line{'s' if len(lines) != 1 else ''} for {entries[0].pipeline}:")
+    for entry in entries:
+        label = f" ({entry.select[0]}={entry.select[1]})" if entry.select else ""
+        print(f"  {entry.cron}{label}: next {_fire_times(entry.cron)}; log {entry.log}")
+
+
+@schedule_app.command("list")
+def list_command(
+    pipeline: Annotated[Path | None, typer.Argument(help="Only this pipeline [default: every one].")] = None,
+) -> None:
+    """Show the installed dagflow schedules with their next three fire times."""
+    from dagflow.schedule import crontab
+    from dagflow.schedule.cron import CronError
+
+    try:
+        blocks = crontab.installed_blocks(crontab.read_crontab())
+    except DagflowError as error:
+        fail(error)
+    if pipeline is not None:
+        key = str(pipeline.absolute())
+        blocks = {key: blocks[key]} if key in blocks else {}
+    if not blocks:
+        print(f"no dagflow schedule installed{f' for {pipeline}' if pipeline else ''}")
+        return
+    for path, lines in blocks.items():
+        print(path)
+        for line in lines:
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            cron = " ".join(line.split()[:5])
+            only = line.split("--only ", 1)[1].split()[0] if "--only " in line else ""
+            try:
+                when = _fire_times(cron)
+            except CronError as error:
+                when = f"not a valid schedule ({error})"
+            print(f"  {cron}{f' ({only})' if only else ''}: next {when}")
+
+
+@schedule_app.command("remove")
+def remove_command(pipeline: PipelineArg) -> None:
+    """Remove the pipeline's block from your crontab; other lines stay as they are."""
+    from dagflow.schedule import crontab
+
+    try:
+        removed = crontab.remove(pipeline.absolute())
+    except DagflowError as error:
+        fail(error)
+    print(f"removed the schedule for {pipeline.absolute()}" if removed else f"no schedule installed for {pipeline}")
+
+
+@schedule_app.command("run")
+def run_command(
+    pipeline: PipelineArg,
+    only: Annotated[str, typer.Option("--only", metavar="AXIS=VALUE", help="Run only this matrix value's nodes.")],
+) -> None:
+    """Run one matrix value's part of a pipeline locally (what a per-value schedule line runs)."""
+    from dagflow.cli.common import load_plan_or_exit
+    from dagflow.engines.local import PlainReporter, RunOptions, run_local
+    from dagflow.schedule.select import select
+
+    axis, sep, value = only.partition("=")
+    if not sep or not axis or not value:
+        fail(DagflowError(f"--only {only!r}: expected AXIS=VALUE, e.g. region=us"))
+    plan = load_plan_or_exit(pipeline)
+    if axis not in {a for step in plan.steps.values() for a in step.axes} and not any(
+        axis in node.coords for node in plan.nodes.values()
+    ):
+        fail(DagflowError(f"--only {only}: {axis!r} is not a matrix axis of {pipeline}"))
+    try:
+        result = run_local(select(plan, axis, value), RunOptions(reporter=PlainReporter(), handle_signals=True))
+    except DagflowError as error:
+        fail(error)
+    raise typer.Exit(result.exit_code)

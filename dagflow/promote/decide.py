@@ -1,0 +1,56 @@
+"""The promotion decision: is the new model's metric better than the current model's?"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dagflow.errors import DagflowError
+
+PROMOTED, KEPT, FAILED = "promoted", "kept", "failed"
+
+
+class PromotionInputError(DagflowError):
+    """A metrics file or pointer that cannot be compared: rerunning will not help (exit 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    verdict: str  # promoted | kept
+    reason: str
+
+
+def metric_value(metrics: dict[str, Any], metric: str, where: str) -> float:
+    value = metrics.get(metric)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        shown = "missing" if metric not in metrics else repr(value)
+        allowed = ", ".join(k for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool))
+        raise PromotionInputError(f"{where}: metric {metric!r} is {shown}, not a finite number (numbers there: "
+                                  f"{allowed or 'none'})")
+    return float(value)
+
+
+def read_metrics(path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PromotionInputError(f"metrics file {path} does not exist: did the evaluate step write it?") from None
+    except (OSError, ValueError) as error:
+        raise PromotionInputError(f"metrics file {path} is not readable JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise PromotionInputError(f"metrics file {path} must hold a JSON object of metric names to values")
+    return data
+
+
+def decide(new: float, old: float | None, metric: str, better: str, min_delta: float = 0.0) -> Decision:
+    if old is None:
+        return Decision("promoted", f"{metric} {new:.6g}; there was no current model")
+    improvement = old - new if better == "lower" else new - old
+    relation = "<" if better == "lower" else ">"
+    if improvement > min_delta:
+        return Decision("promoted", f"{metric} {new:.6g} {relation} {old:.6g} of the current model")
+    needed = f" by more than {min_delta:g}" if min_delta else ""
+    return Decision("kept", f"{metric} {new:.6g} is not {better}{needed} than {old:.6g} of the current model")

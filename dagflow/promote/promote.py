@@ -1,0 +1,102 @@
+"""`dagflow promote`: compare a new model's metric with the current model's and, only when it is
+better, move the `latest` pointer to the new model.
+
+The pointer is one small JSON object (or file) naming the current model and its metrics. It is written
+last, in one atomic write (a single S3 PUT, or a rename), after the model is published, so a reader
+either sees the old model or the complete new one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from dagflow.promote.decide import (
+    FAILED,
+    PROMOTED,
+    PromotionInputError,
+    decide,
+    metric_value,
+    read_metrics,
+)
+from dagflow.promote.store import Store
+from dagflow.promote.verdict import Verdict
+
+POINTER_FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    metrics: str  # the evaluate node's metrics file
+    metric: str
+    better: str  # lower | higher
+    pointer: str  # e.g. s3://bucket/models/us/latest
+    model: str  # the published model, e.g. s3://bucket/models/us/<run-id>/
+    run_id: str
+    node: str
+    min_delta: float = 0.0
+
+
+def read_pointer(store: Store, url: str) -> dict | None:
+    raw = store.read(url)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise PromotionInputError(f"the current pointer {url} is not a dagflow pointer (a JSON object)")
+    return data
+
+
+def promote(request: Request, store: Store | None = None) -> Verdict:
+    """Decide and, when better, move the pointer. Raises on failure; the caller records it."""
+    store = store or Store()
+    metrics = read_metrics(request.metrics)
+    new = metric_value(metrics, request.metric, f"metrics file {request.metrics}")
+    if not store.has_content(request.model):
+        raise PromotionInputError(f"the published model {request.model} is empty or missing")
+    current = read_pointer(store, request.pointer)
+    old = None
+    if current is not None:
+        old = metric_value(current.get("metrics") or {}, request.metric, f"current pointer {request.pointer}")
+    decision = decide(new, old, request.metric, request.better, request.min_delta)
+    if decision.verdict == PROMOTED:
+        pointer = {
+            "format": POINTER_FORMAT,
+            "model": request.model,
+            "run_id": request.run_id,
+            "metric": request.metric,
+            "better": request.better,
+            "metrics": metrics,
+            "previous": current.get("model") if current else None,
+            "promoted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        store.write(request.pointer, (json.dumps(pointer, indent=1, sort_keys=True) + "\n").encode())
+    return Verdict(
+        node=request.node,
+        verdict=decision.verdict,
+        reason=decision.reason,
+        metric=request.metric,
+        better=request.better,
+        new=new,
+        old=old,
+        model=request.model,
+        pointer=request.pointer,
+        run_id=request.run_id,
+    )
+
+
+def failed(request: Request, reason: str) -> Verdict:
+    return Verdict(
+        node=request.node,
+        verdict=FAILED,
+        reason=reason,
+        metric=request.metric,
+        better=request.better,
+        model=request.model,
+        pointer=request.pointer,
+        run_id=request.run_id,
+    )

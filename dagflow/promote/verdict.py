@@ -1,0 +1,86 @@
+"""Promotion verdicts: written by `dagflow promote` to $DAGFLOW_RUN_DIR/promotions/<node>.json and read
+by the run summary, which says per matrix cell (per region): promoted, kept, or failed."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from dagflow.plan import Plan
+from dagflow.plan.model import PROMOTE_SUFFIX
+
+PROMOTIONS_DIR = "promotions"
+
+
+@dataclass(slots=True)
+class Verdict:
+    node: str
+    verdict: str  # promoted | kept | failed
+    reason: str
+    metric: str
+    better: str
+    new: float | None = None
+    old: float | None = None
+    model: str | None = None
+    pointer: str | None = None
+    run_id: str | None = None
+
+
+def write_verdict(run_dir: Path, verdict: Verdict) -> Path:
+    directory = run_dir / PROMOTIONS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{verdict.node}.json"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(verdict), indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_verdict(run_dir: Path, node: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads((run_dir / PROMOTIONS_DIR / f"{node}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _promote_nodes(run_dir: Path, states: dict[str, str]) -> list[tuple[str, dict[str, str]]]:
+    """(node, coords) of the run's promotion nodes, from its plan; none when it has none."""
+    if not any(".promote" in name for name in states):  # the common case: no plan to read
+        return []
+    try:
+        plan = Plan.from_json((run_dir / "plan.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [(node.name, node.coords) for node in plan.nodes.values() if node.step.endswith(PROMOTE_SUFFIX)]
+
+
+def promotion_records(run_dir: Path, states: dict[str, str]) -> list[dict[str, Any]]:
+    """One record per promotion node: its verdict, or failed/undecided when it has none."""
+    records = []
+    for node, coords in _promote_nodes(run_dir, states):
+        state = states.get(node, "pending")
+        verdict = read_verdict(run_dir, node) if state in ("succeeded", "failed") else None
+        label = "/".join(coords.values()) or node.split(".")[0]
+        if verdict is not None:
+            records.append({"label": label, **verdict})
+        elif state in ("failed", "upstream_failed"):
+            why = "a node it needs failed" if state == "upstream_failed" else "the promotion step failed"
+            records.append({"label": label, "node": node, "verdict": "failed", "reason": why})
+        else:
+            records.append({"label": label, "node": node, "verdict": "undecided", "reason": state.replace("_", "-")})
+    return records
+
+
+def promotion_lines(run_dir: Path, states: dict[str, str]) -> list[str]:
+    records = promotion_records(run_dir, states)
+    if not records:
+        return []
+    width = max(len(record["label"]) for record in records)
+    lines = ["promotions:"]
+    for record in records:
+        lines.append(f"  {record['label']:<{width}}  {record['verdict']}: {record['reason']}")
+    return lines

@@ -1,0 +1,86 @@
+"""What a pipeline's `schedule:` block asks for: one entry for the whole pipeline, or one per value of
+the `per` axis, each with the command that runs it and where its lock and log live."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagflow.errors import DagflowError
+from dagflow.schedule.cron import normalize
+from dagflow.spec.validate import Spec
+
+SCHEDULE_DIR = Path(".dagflow") / "schedule"
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Never copied into a crontab or a submit file, even when asked: they belong to the credential chain.
+SECRET_VARIABLES = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"})
+
+
+class ScheduleError(DagflowError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    cron: str  # normalised five fields
+    select: tuple[str, str] | None  # (axis, value) for `per` schedules
+    pipeline: Path  # absolute
+    python: Path  # absolute, not resolved: a venv's python must stay the venv's
+
+    @property
+    def name(self) -> str:
+        stem = self.pipeline.stem if self.pipeline.stem != "pipeline" else self.pipeline.parent.name
+        return f"{stem}-{self.select[1]}" if self.select else stem
+
+    @property
+    def workdir(self) -> Path:
+        return self.pipeline.parent
+
+    @property
+    def lock(self) -> Path:
+        return self.workdir / SCHEDULE_DIR / f"{self.name}.lock"
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / SCHEDULE_DIR / f"{self.name}.log"
+
+    def dagflow_args(self) -> list[str]:
+        """The dagflow command line (after `python -m dagflow`) that one firing runs."""
+        if self.select:
+            return ["schedule", "run", str(self.pipeline), "--only", f"{self.select[0]}={self.select[1]}"]
+        return ["run", str(self.pipeline)]
+
+
+def interpreter() -> Path:
+    return Path(sys.executable).absolute()
+
+
+def environment(passed: list[str]) -> dict[str, str]:
+    """What cron's nearly empty environment lacks: PATH with this venv first, the venv itself, and the
+    variables the user names (from this shell), never credentials."""
+    env = {"PATH": f"{interpreter().parent}:{SYSTEM_PATH}"}
+    if sys.prefix != sys.base_prefix:
+        env["VIRTUAL_ENV"] = sys.prefix
+    for name in passed:
+        if name in SECRET_VARIABLES:
+            raise ScheduleError(f"--env {name}: credentials are never written into schedules; "
+                                "use a profile (AWS_PROFILE) or an instance role")
+        if name not in os.environ:
+            raise ScheduleError(f"--env {name}: it is not set in this shell")
+        env[name] = os.environ[name]
+    return env
+
+
+def entries(spec: Spec) -> list[Entry]:
+    schedule = spec.model.schedule
+    if schedule is None:
+        example = 'schedule: {cron: "0 3 * * *"}'
+        raise ScheduleError(f"{spec.file}: the pipeline has no schedule: block (e.g. {example})")
+    cron = normalize(schedule.cron)
+    pipeline = spec.file.absolute()
+    if schedule.per is None:
+        return [Entry(cron, None, pipeline, interpreter())]
+    values = spec.model.matrix[schedule.per]
+    return [Entry(cron, (schedule.per, str(value)), pipeline, interpreter()) for value in values]

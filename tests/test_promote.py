@@ -1,0 +1,249 @@
+"""Publishing train outputs and promoting models: the spec fields, the plan nodes, the decision, and
+whole runs of the local engine against a real S3 API server (moto_server on loopback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import boto3
+import pytest
+
+from dagflow.errors import SpecError
+from dagflow.plan.expand import expand
+from dagflow.promote.decide import PromotionInputError, decide, metric_value
+from dagflow.spec import parse_spec
+
+BUCKET = "dagflow-models"
+
+PIPELINE = """\
+name: promo
+matrix:
+  region: [us, br, de]
+steps:
+  train:
+    kind: train
+    command: [python, train.py, "{region}"]
+    outputs:
+      - out/{region}/model.txt
+      - out/{region}/extra/
+    publish: s3://dagflow-models/models/{region}/{run.id}/
+  evaluate:
+    kind: evaluate
+    needs: [train]
+    command: [python, evaluate.py, "{region}"]
+    inputs: [losses.json]
+    metrics: out/{region}/metrics.json
+    promote_if:
+      metric: val_loss
+      better: lower
+      than: s3://dagflow-models/models/{region}/latest
+"""
+
+TRAIN = """\
+import os, sys
+region = sys.argv[1]
+if region == os.environ.get("FAIL_REGION"):
+    sys.exit("training failed on purpose")
+os.makedirs(f"out/{region}/extra", exist_ok=True)
+open(f"out/{region}/model.txt", "w").write(f"model for {region}\\n")
+open(f"out/{region}/extra/vocab.txt", "w").write("a b c\\n")
+"""
+
+EVALUATE = """\
+import json, sys
+region = sys.argv[1]
+losses = json.load(open("losses.json"))
+json.dump({"val_loss": losses[region], "rows": 10}, open(f"out/{region}/metrics.json", "w"))
+"""
+
+
+def spec_of(text: str):
+    return parse_spec(textwrap.dedent(text), "p.yaml")
+
+
+def errors_of(text: str) -> list[str]:
+    with pytest.raises(SpecError) as caught:
+        spec_of(text)
+    return [diagnostic.render() for diagnostic in caught.value.diagnostics]
+
+
+def test_decision_both_ways() -> None:
+    assert decide(0.2, None, "val_loss", "lower").verdict == "promoted"
+    assert decide(0.2, 0.3, "val_loss", "lower").verdict == "promoted"
+    assert decide(0.3, 0.2, "val_loss", "lower").verdict == "kept"
+    assert decide(0.2, 0.2, "val_loss", "lower").verdict == "kept", "equal is not better"
+    assert decide(0.9, 0.8, "auc", "higher").verdict == "promoted"
+    assert decide(0.85, 0.8, "auc", "higher", min_delta=0.1).verdict == "kept"
+    assert "0.3 > 0.2" not in decide(0.2, 0.3, "val_loss", "lower").reason
+    with pytest.raises(PromotionInputError, match=r"'val_loss' is missing.*numbers there: rows"):
+        metric_value({"rows": 3}, "val_loss", "metrics.json")
+    with pytest.raises(PromotionInputError, match="not a finite number"):
+        metric_value({"val_loss": "nan"}, "val_loss", "metrics.json")
+
+
+def test_plan_has_publish_and_promote_nodes() -> None:
+    plan = expand(spec_of(PIPELINE), run_id="promo-1")
+    order = list(plan.nodes)
+    assert order.index("train.us") < order.index("train.publish.us") < order.index("evaluate.promote.us")
+    publish = plan.nodes["train.publish.us"]
+    assert publish.argv == [
+        "dagflow", "publish", "s3://dagflow-models/models/us/promo-1/", "out/us/model.txt", "out/us/extra/",
+    ]
+    assert publish.parents == ["train.us"]
+    promote = plan.nodes["evaluate.promote.br"]
+    assert promote.parents == ["evaluate.br", "train.publish.br"]
+    assert promote.argv[:2] == ["dagflow", "promote"]
+    args = dict(zip(promote.argv[2::2], promote.argv[3::2], strict=True))
+    assert args["--than"] == "s3://dagflow-models/models/br/latest"
+    assert args["--model"] == "s3://dagflow-models/models/br/promo-1/"
+    assert args["--metrics"] == "out/br/metrics.json" and args["--node"] == "evaluate.promote.br"
+    assert plan.steps["train.publish"].kind == "transfer" and plan.steps["train.publish"].retry_unless_exit == (2,)
+    fetch = expand(spec_of("""
+        name: f
+        steps:
+          fetch: {kind: transfer, from: s3://b-1/data/, to: data/}
+          local: {kind: transfer, from: src/, to: data2/}
+        """), run_id="f-1")
+    assert fetch.nodes["fetch"].env == {"DAGFLOW_RUN_ID": "f-1"}, "an S3 fetch reruns every run"
+    assert fetch.nodes["local"].env == {}
+
+
+def test_publish_and_promote_are_validated_with_locations() -> None:
+    errors = errors_of("""
+        name: bad
+        matrix: {region: [us]}
+        steps:
+          train:
+            kind: command
+            command: python train.py
+            publish: s3://Bad_Bucket/models/{regoin}
+          evaluate:
+            kind: evaluate
+            needs: [train]
+            command: python eval.py
+            promote_if:
+              metric: val_loss
+              better: lowest
+              than: "s3://b-1/models/{region}/{run.id}/"
+              model: trian
+        """)
+    text = "\n".join(errors)
+    assert "p.yaml:8:14: steps.train.publish: unknown template variable {regoin}" in text
+    assert "steps.train.publish: publish belongs to train steps (kind: train)" in text
+    assert "steps.train.publish: publish uploads the step's outputs, but the step lists none" in text
+    assert "not a valid S3 bucket name" in text
+    assert "steps.evaluate.promote_if.better: input should be 'lower' or 'higher'" in text
+    assert "did you mean 'lower'?" in text
+    assert "p.yaml:13:5: steps.evaluate.promote_if: promote_if reads the new model's metric" in text
+    assert "steps.evaluate.promote_if.than: the pointer must be the same for every run, but it uses {run.id}" in text
+    assert "steps.evaluate.promote_if.than: 's3://b-1/models/{region}/{run.id}/' is a directory" in text
+    assert "steps.evaluate.promote_if.model: model names 'trian', which this step does not need" in text
+    assert "did you mean 'train'?" in text
+
+    no_publisher = errors_of("""
+        name: bad
+        steps:
+          train: {kind: train, command: python t.py, outputs: [m.pkl], publish: s3://b-1/models}
+          evaluate:
+            kind: evaluate
+            needs: [train]
+            command: python eval.py
+            metrics: m.json
+            promote_if: {metric: val_loss, better: lower, than: s3://b-1/latest, model: train}
+          other:
+            kind: evaluate
+            needs: [evaluate]
+            command: python eval.py
+            metrics: m.json
+            promote_if: {metric: val_loss, better: lower, than: s3://b-1/latest}
+        """)
+    assert any("steps.train.publish: 's3://b-1/models' is a file name" in e and "s3://b-1/models/" in e
+               for e in no_publisher)
+    assert any("steps.other.promote_if: promotion needs a published model" in e for e in no_publisher)
+
+
+@pytest.fixture
+def project(aws: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    boto3.client("s3", endpoint_url=aws, region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws)
+    (tmp_path / "pipeline.yaml").write_text(PIPELINE)
+    (tmp_path / "train.py").write_text(TRAIN)
+    (tmp_path / "evaluate.py").write_text(EVALUATE)
+    return tmp_path
+
+
+def run(project: Path, losses: dict[str, float], **env: str) -> subprocess.CompletedProcess[str]:
+    (project / "losses.json").write_text(json.dumps(losses))
+    return subprocess.run(
+        [sys.executable, "-m", "dagflow", "run", "pipeline.yaml", "--jobs", "2", "--runs-dir", ".runs"],
+        cwd=project, capture_output=True, text=True, timeout=120, env={**os.environ, **env}, check=False,
+    )
+
+
+def pointer(aws: str, region: str) -> dict:
+    client = boto3.client("s3", endpoint_url=aws, region_name="us-east-1")
+    return json.loads(client.get_object(Bucket=BUCKET, Key=f"models/{region}/latest")["Body"].read())
+
+
+def test_runs_promote_only_better_models_and_say_so(project: Path, aws: str) -> None:
+    first = run(project, {"us": 0.5, "br": 0.5, "de": 0.5}, FAIL_REGION="de")
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "promotions:" in first.stdout
+    lines = first.stdout[first.stdout.index("promotions:"):].splitlines()
+    assert any(line.split()[:2] == ["us", "promoted:"] and "no current model" in line for line in lines)
+    assert any(line.split()[:2] == ["de", "failed:"] and "a node it needs failed" in line for line in lines)
+    run_one = pointer(aws, "us")["run_id"]
+    assert pointer(aws, "us")["model"] == f"s3://{BUCKET}/models/us/{run_one}/"
+    client = boto3.client("s3", endpoint_url=aws, region_name="us-east-1")
+    keys = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix=f"models/us/{run_one}/")["Contents"]}
+    assert keys == {f"models/us/{run_one}/model.txt", f"models/us/{run_one}/vocab.txt"}
+    verdict = json.loads((project / ".runs" / run_one / "promotions" / "evaluate.promote.us.json").read_text())
+    assert (verdict["verdict"], verdict["new"], verdict["old"]) == ("promoted", 0.5, None)
+
+    second = run(project, {"us": 0.25, "br": 0.75, "de": 0.1})
+    assert second.returncode == 0, second.stdout + second.stderr
+    summary = second.stdout[second.stdout.index("promotions:"):]
+    assert "us  promoted: val_loss 0.25 < 0.5 of the current model" in summary
+    assert "br  kept: val_loss 0.75 is not lower than 0.5 of the current model" in summary
+    assert "de  promoted: val_loss 0.1; there was no current model" in summary
+    run_two = pointer(aws, "us")["run_id"]
+    assert run_two != run_one and pointer(aws, "us")["previous"] == f"s3://{BUCKET}/models/us/{run_one}/"
+    assert pointer(aws, "br")["run_id"] == run_one, "a worse model leaves the pointer where it was"
+    assert pointer(aws, "us")["metrics"] == {"val_loss": 0.25, "rows": 10}
+
+    (project / "losses.json").write_text(json.dumps({"us": 0.1, "br": 0.1, "de": 0.1}))
+    broken = subprocess.run(
+        [sys.executable, "-m", "dagflow", "promote", "--metrics", "losses.json", "--metric", "auc", "--better",
+         "higher", "--than", f"s3://{BUCKET}/models/us/latest", "--model", f"s3://{BUCKET}/models/us/{run_two}/",
+         "--run-id", "x", "--node", "evaluate.promote.us"],
+        cwd=project, capture_output=True, text=True, check=False,
+    )
+    assert broken.returncode == 2 and "failed: metrics file losses.json: metric 'auc' is missing" in broken.stderr
+    assert "Traceback" not in broken.stderr
+
+
+def test_promotion_to_local_pointer_and_publish_collisions(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a/model.txt").write_text("a")
+    (tmp_path / "model.txt").write_text("b")
+    (tmp_path / "metrics.json").write_text('{"auc": 0.9}')
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "dagflow", *args], cwd=tmp_path, capture_output=True,
+                              text=True, check=False, env={**os.environ, "DAGFLOW_RUN_DIR": str(tmp_path / "run")})
+
+    clash = cli("publish", "pub/1/", "a/", "model.txt")
+    assert clash.returncode == 2 and "would both publish 'model.txt'" in clash.stderr
+    assert cli("publish", "pub/1/", "a/").returncode == 0
+    promote = ("promote", "--metrics", "metrics.json", "--metric", "auc", "--better", "higher", "--than",
+               "pub/latest", "--model", "pub/1/", "--run-id", "r1", "--node", "eval.promote")
+    assert "eval.promote: promoted" in cli(*promote).stdout
+    assert json.loads((tmp_path / "pub/latest").read_text())["model"] == "pub/1/"
+    assert "eval.promote: kept" in cli(*promote).stdout
+    verdict = json.loads((tmp_path / "run/promotions/eval.promote.json").read_text())
+    assert (verdict["verdict"], verdict["old"], verdict["new"]) == ("kept", 0.9, 0.9)

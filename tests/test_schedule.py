@@ -1,0 +1,179 @@
+"""`dagflow schedule`: cron expressions, and the user's real crontab through the real `crontab` command,
+with the installed line run the way cron runs it (`env -i /bin/sh -c`, no environment at all)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from dagflow.errors import SpecError
+from dagflow.schedule.cron import CronError, next_fire_times, normalize
+from dagflow.spec import parse_spec
+
+PIPELINE = """\
+name: nightly
+matrix:
+  region: [us, br]
+steps:
+  train:
+    command: [python, -c, "open('trained-{region}.txt', 'w').write('100%')"]
+  report:
+    needs: [train]
+    over: [region]
+    command: [python, -c, "open('report.txt', 'w').write('done')"]
+schedule: {cron: "30 4 * * MON-FRI"PER}
+"""
+
+
+def test_cron_expressions_are_normalised_and_checked() -> None:
+    assert normalize("@daily") == "0 0 * * *"
+    assert normalize(" 0  3 * JAN,jul sun ") == "0 3 * 1,7 0"
+    assert next_fire_times("0 3 * * *", datetime(2025, 1, 1, 12, 0)) == [
+        datetime(2025, 1, 2, 3, 0), datetime(2025, 1, 3, 3, 0), datetime(2025, 1, 4, 3, 0)
+    ]
+    for bad, message in [
+        ("0 3 * *", "five fields, this one has 4"),
+        ("61 * * * *", "minute field '61': 61 is out of range (0-59)"),
+        ("0 0 L * *", "only numbers"),
+        ("0 0 30 2 *", "never fires"),
+        ("@reboot", "not a schedule"),
+        ("0 0 * * funday", "not a day of week name"),
+    ]:
+        with pytest.raises(CronError) as caught:
+            normalize(bad)
+        assert message in str(caught.value)
+
+
+def test_invalid_cron_is_a_located_validation_error() -> None:
+    text = textwrap.dedent("""\
+        name: p
+        steps:
+          a: {command: echo hi}
+        schedule:
+          cron: "0 25 * * *"
+        """)
+    with pytest.raises(SpecError) as caught:
+        parse_spec(text, "p.yaml")
+    (rendered,) = [d.render() for d in caught.value.diagnostics]
+    assert rendered.startswith("p.yaml:5:9: schedule.cron: hour field '25': 25 is out of range (0-23) (allowed: five")
+
+
+@pytest.fixture
+def user_crontab() -> Iterator[str]:
+    """The real crontab of this user, saved and put back afterwards; a line of someone else's in it."""
+    if shutil.which("crontab") is None:
+        pytest.skip("the crontab command is not installed (CI installs Debian's cron package in .ci/run)")
+    saved = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False)
+    foreign = "17 1 * * * /usr/bin/true # not dagflow's"
+    subprocess.run(["crontab", "-"], input=f"MAILTO=''\n{foreign}\n", text=True, check=True)
+    yield foreign
+    if saved.returncode == 0:
+        subprocess.run(["crontab", "-"], input=saved.stdout, text=True, check=True)
+    else:
+        subprocess.run(["crontab", "-r"], capture_output=True, check=False)
+
+
+def crontab_text() -> str:
+    return subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=True).stdout
+
+
+def dagflow(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dagflow", *args], capture_output=True, text=True, cwd=cwd,
+                          check=False, timeout=120)
+
+
+def run_as_cron(line: str) -> subprocess.CompletedProcess[str]:
+    """Run a crontab line's command the way cron does: /bin/sh -c with an empty environment, `\\%` as `%`."""
+    command = line.split(" ", 5)[5].replace("\\%", "%")
+    return subprocess.run(["env", "-i", "/bin/sh", "-c", command], capture_output=True, text=True, cwd="/",
+                          check=False, timeout=120)
+
+
+def test_install_replace_list_remove_and_run_as_cron(user_crontab: str, tmp_path: Path) -> None:
+    project = tmp_path / "my project"  # a space: every path in the line must be quoted
+    project.mkdir()
+    pipeline = project / "pipeline.yaml"
+    pipeline.write_text(PIPELINE.replace("PER", ""))
+
+    first = dagflow("schedule", "install", str(pipeline))
+    assert first.returncode == 0, first.stderr
+    assert "installed 1 crontab line" in first.stdout and "30 4 * * 1-5" in first.stdout
+    table = crontab_text()
+    assert user_crontab in table and "MAILTO=''" in table
+    block = table[table.index("# BEGIN dagflow"):].splitlines()
+    assert block[0] == f"# BEGIN dagflow {pipeline}" and block[-1] == f"# END dagflow {pipeline}"
+    (line,) = block[1:-1]
+    assert line.startswith("30 4 * * 1-5 cd ")
+    assert "flock -n" in line and f"{Path(sys.executable).absolute()} -m dagflow run" in line
+    assert ".dagflow/schedule/my project.log" in line
+
+    pipeline.write_text(PIPELINE.replace("PER", ", per: region"))
+    again = dagflow("schedule", "install", str(pipeline))
+    assert again.returncode == 0 and "replaced 2 crontab lines" in again.stdout
+    table = crontab_text()
+    assert table.count("# BEGIN dagflow") == 1 and user_crontab in table
+    lines = [entry for entry in table.splitlines() if "-m dagflow schedule run" in entry]
+    assert len(lines) == 2 and "--only region=us" in lines[0] and "--only region=br" in lines[1]
+
+    listing = dagflow("schedule", "list", str(pipeline))
+    assert listing.returncode == 0
+    assert listing.stdout.count("30 4 * * 1-5 (region=") == 2
+    assert listing.stdout.splitlines()[1].count(", ") == 2, "three fire times"
+
+    # As cron runs it: nothing from this shell's environment, not even PATH or HOME.
+    result = run_as_cron(lines[0])
+    assert result.returncode == 0, result.stderr
+    log = (project / ".dagflow/schedule/my project-us.log").read_text()
+    assert "succeeded" in log, log
+    assert (project / "trained-us.txt").read_text() == "100%", "cron's % survived the escaping"
+    assert not (project / "trained-br.txt").exists() and not (project / "report.txt").exists()
+
+    # A firing while the previous one still runs does nothing.
+    lock = project / ".dagflow/schedule/my project-br.lock"
+    with subprocess.Popen(["flock", str(lock), "sleep", "30"]) as holder:
+        try:
+            for _ in range(50):
+                if subprocess.run(["flock", "-n", str(lock), "true"], check=False).returncode:
+                    break
+                subprocess.run(["sleep", "0.1"], check=False)
+            blocked = run_as_cron(lines[1])
+        finally:
+            holder.kill()
+    assert blocked.returncode != 0 and not (project / "trained-br.txt").exists()
+
+    removed = dagflow("schedule", "remove", str(pipeline))
+    assert removed.returncode == 0 and "removed" in removed.stdout
+    table = crontab_text()
+    assert "dagflow" not in table.replace("not dagflow's", "") and user_crontab in table
+    assert "no schedule installed" in dagflow("schedule", "remove", str(pipeline)).stdout
+    assert "no dagflow schedule installed" in dagflow("schedule", "list").stdout
+
+
+def test_condor_cron_job_and_refusals(tmp_path: Path) -> None:
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(PIPELINE.replace('"30 4 * * MON-FRI"PER', '"*/15 2-4 1,15 * *"'))
+    made = dagflow("schedule", "install", "--condor", str(pipeline))
+    assert made.returncode == 0, made.stderr
+    submit = (tmp_path / ".dagflow/schedule" / f"{tmp_path.name}.condor.sub").read_text()
+    python = Path(sys.executable).absolute()
+    for expected in ("universe          = local", "cron_minute       = */15", "cron_hour         = 2-4",
+                     "cron_day_of_month = 1,15", "cron_day_of_week  = *", "on_exit_remove    = false",
+                     f"'submit' '--engine' 'condor' '{pipeline}'", f"executable        = {python}"):
+        assert expected in submit, expected
+    pipeline.write_text(PIPELINE.replace("PER", ", per: region"))
+    per = dagflow("schedule", "install", "--condor", str(pipeline))
+    assert per.returncode == 2 and "schedule.per is not supported with --condor" in per.stderr
+    secret = dagflow("schedule", "install", "--condor", "--env", "AWS_SECRET_ACCESS_KEY", str(pipeline))
+    assert secret.returncode == 2 and "credentials are never written" in secret.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: b\nsteps:\n  a: {command: echo}\nschedule: {cron: '0 3 * * 8'}\n")
+    invalid = dagflow("schedule", "install", str(bad))
+    assert invalid.returncode == 2 and "bad.yaml:4:18: schedule.cron: day of week field '8'" in invalid.stderr
+    assert "Traceback" not in invalid.stderr + per.stderr
