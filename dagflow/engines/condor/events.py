@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 
+from dagflow.gc_pause import gc_paused
+
 SUBMIT, EXECUTE, EVICTED, TERMINATED, ABORTED, HELD, RELEASED = 0, 1, 4, 5, 9, 12, 13
 
 # Job-level states of a node's latest job, as status shows them.
@@ -118,6 +120,11 @@ class _Clock:
 
 def scan_events(data: bytes) -> dict[str, NodeJob]:
     """DAG node name -> its latest job, from the text of a job event log."""
+    with gc_paused():
+        return _scan_events(data)
+
+
+def _scan_events(data: bytes) -> dict[str, NodeJob]:
     first = _FIRST_EVENT.match(data)
     matches = ([first.groups(default=b"")] if first else []) + _EVENT.findall(data)
     # Group the events by kind (file order kept), then key each group by cluster: the last event of a
