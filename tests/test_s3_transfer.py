@@ -365,14 +365,16 @@ def test_credentials_never_appear_in_output(proxy: FaultProxy, aws: str, tmp_pat
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
     make_tree(tmp_path / "src", count=2)
-    runs = [
-        run_cli(str(tmp_path / "src"), f"s3://{BUCKET}/data/"),
-        run_cli(f"s3://{BUCKET}/data/", str(tmp_path / "dst")),
-        run_cli("s3://no-such-bucket/x/", str(tmp_path / "dst")),
-        run_cli(f"s3://{BUCKET}/data/", str(tmp_path / "d2"), env={**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}),
+    unreachable = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+    transfers = [  # run one after another: the download reads what the upload wrote
+        ((str(tmp_path / "src"), f"s3://{BUCKET}/data/"), None),
+        ((f"s3://{BUCKET}/data/", str(tmp_path / "dst")), None),
+        (("s3://no-such-bucket/x/", str(tmp_path / "dst")), None),
+        ((f"s3://{BUCKET}/data/", str(tmp_path / "d2")), unreachable),
     ]
     codes = []
-    for process in runs:
+    for args, env in transfers:
+        process = run_cli(*args, env=env)
         out, err = process.communicate(timeout=60)
         codes.append(process.returncode)
         assert secret not in out + err and key_id not in out + err

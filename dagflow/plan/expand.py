@@ -82,7 +82,7 @@ def _expand(spec: Spec, run_id: str | None, overrides: Mapping[str, Any], trial_
         step = model.steps[step_name]
         info = _step_info(step_name, step, model)
         steps[step_name] = info
-        templates = _StepTemplates(step)
+        templates = _StepTemplates(step, run_id)
         step_params = trial_params if overridden & templates.variables else params
         context = {**base_context, "step": step_name}
         produced: list[Node] = []
@@ -104,10 +104,6 @@ def _expand(spec: Spec, run_id: str | None, overrides: Mapping[str, Any], trial_
             if trial_number is not None:
                 trial = str(trial_number)
             env = templates.env(context)
-            if step.kind == "transfer" and templates.remote_source:
-                # S3 can change between runs without dagflow seeing it: the run id in the node's
-                # fingerprint makes every run fetch (what is unchanged is skipped by the transfer).
-                env = {**env, "DAGFLOW_RUN_ID": run_id}
             node = Node(
                 name=name,
                 step=step_name,
@@ -296,8 +292,11 @@ def _requirements(step: StepSpec) -> str | None:
 class _StepTemplates:
     """A step's templated fields, parsed once and rendered per node."""
 
-    def __init__(self, step: StepSpec) -> None:
-        self.remote_source = step.kind == "transfer" and (step.from_ or "").lower().startswith("s3://")
+    def __init__(self, step: StepSpec, run_id: str) -> None:
+        # S3 can change between runs without dagflow seeing it: the run id in a transfer-from-S3 node's
+        # environment (so in its fingerprint) makes every run fetch; the transfer skips what is unchanged.
+        remote_source = step.kind == "transfer" and (step.from_ or "").lower().startswith("s3://")
+        self._extra_env = {"DAGFLOW_RUN_ID": run_id} if remote_source else {}
         if step.kind == "transfer":
             raw_argv = [DAGFLOW_LAUNCHER, "transfer", step.from_ or "", step.to or ""]
         elif isinstance(step.command, str):
@@ -309,7 +308,8 @@ class _StepTemplates:
         self._inputs = [parse_template(path) for path in step.inputs]
         self._outputs = [parse_template(path) for path in step.outputs]
         self._metrics = parse_template(step.metrics) if step.metrics else None
-        self._constant_env = _constant_dict(self._env)
+        constant_env = _constant_dict(self._env)
+        self._constant_env = None if constant_env is None else {**constant_env, **self._extra_env}
         self._constant_inputs = _constant_list(self._inputs)
         self._constant_outputs = _constant_list(self._outputs)
         every = [*self._argv, *self._env.values(), *self._inputs, *self._outputs]
@@ -330,7 +330,7 @@ class _StepTemplates:
     def env(self, context: dict[str, str]) -> dict[str, str]:
         if self._constant_env is not None:
             return self._constant_env
-        return {key: template.render(context) for key, template in self._env.items()}
+        return {**{key: template.render(context) for key, template in self._env.items()}, **self._extra_env}
 
     def inputs(self, context: dict[str, str]) -> list[str]:
         if self._constant_inputs is not None:
