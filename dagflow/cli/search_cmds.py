@@ -1,0 +1,241 @@
+"""`dagflow search run | status` and `dagflow search --spearmint DIR`: Bayesian optimisation over
+trials that run as pipeline runs on any engine, with the search's state in one SQLite file."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from dagflow.cli.app import app
+from dagflow.cli.common import fail
+from dagflow.errors import DagflowError
+from dagflow.run.layout import DEFAULT_RUNS_DIR
+from dagflow.search.store import DEFAULT_DB
+from dagflow.spec.units import DURATION_HELP, parse_duration_s
+
+if TYPE_CHECKING:
+    from dagflow.search.scheduler import SchedulerOptions
+    from dagflow.search.trials import TrialSource
+
+search_app = typer.Typer(
+    help=(
+        "Bayesian hyperparameter search: `dagflow search run pipeline.yaml` (the pipeline's search: block), "
+        "`dagflow search --spearmint DIR` (a Spearmint experiment), `dagflow search status NAME`."
+    ),
+    no_args_is_help=False,
+    add_completion=False,
+)
+app.add_typer(search_app, name="search")
+
+
+class SearchUsageError(DagflowError):
+    pass
+
+
+EngineOption = Annotated[
+    str, typer.Option("--engine", help="Where trials run: local, slurm or condor.", show_default=True)
+]
+NameOption = Annotated[
+    str | None, typer.Option("--name", help="The search's name (default: the pipeline's or experiment's).")
+]
+BudgetOption = Annotated[int | None, typer.Option("--budget", min=1, help="Trials (per region) (default: the spec's).")]
+ParallelOption = Annotated[
+    int | None, typer.Option("--parallel", min=1, help="Trials running at once (per region) (default: the spec's).")
+]
+SeedOption = Annotated[int | None, typer.Option("--seed", help="Optimiser seed of a new search (default: random).")]
+PollOption = Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between looks at running trials.")]
+TimeoutOption = Annotated[
+    str, typer.Option("--trial-timeout", help=f"Fail (and cancel) a trial running longer: {DURATION_HELP}.")
+]
+GraceOption = Annotated[
+    str, typer.Option("--start-grace", help="How long a submitted trial may take to start before it counts as lost.")
+]
+JobsOption = Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Local engine: nodes of a trial at once.")]
+RunsDirOption = Annotated[Path, typer.Option("--runs-dir", help="Where trial runs live.", file_okay=False)]
+DbOption = Annotated[Path, typer.Option("--db", help="The search database (SQLite).", dir_okay=False)]
+
+
+def _duration(option: str, value: str) -> float:
+    try:
+        return float(parse_duration_s(value))
+    except ValueError as error:
+        raise SearchUsageError(f"{option}: {error} ({DURATION_HELP})") from None
+
+
+def _run_search(source_of: Callable[[], TrialSource], options: SchedulerOptions, db: Path) -> int:
+    from dagflow.search.scheduler import Scheduler
+    from dagflow.search.store import SearchStore
+
+    source = source_of()
+    store = SearchStore(db)
+    try:
+        return Scheduler(source, store, options).run()
+    finally:
+        store.close()
+
+
+def _options(
+    engine: str,
+    name: str | None,
+    budget: int | None,
+    parallel: int | None,
+    seed: int | None,
+    poll: float,
+    trial_timeout: str,
+    start_grace: str,
+    jobs: int | None,
+    runs_dir: Path,
+) -> SchedulerOptions:
+    from dagflow.run.ids import validate_run_id
+    from dagflow.search.scheduler import SchedulerOptions
+    from dagflow.search.scheduler_engines import EngineChoiceError, engine_names
+
+    if engine not in engine_names():
+        raise EngineChoiceError(f"--engine: unknown engine {engine!r}; choose one of {', '.join(engine_names())}")
+    if name is not None:
+        validate_run_id(name)  # trial run ids start with it
+    return SchedulerOptions(
+        engine=engine,
+        name=name,
+        budget=budget,
+        parallel=parallel,
+        seed=seed,
+        poll_s=poll,
+        trial_timeout_s=_duration("--trial-timeout", trial_timeout),
+        start_grace_s=_duration("--start-grace", start_grace),
+        jobs=jobs,
+        runs_dir=runs_dir,
+    )
+
+
+@search_app.callback(invoke_without_command=True)
+def search_callback(
+    ctx: typer.Context,
+    spearmint: Annotated[
+        Path | None,
+        typer.Option("--spearmint", metavar="DIR", help="Run a Spearmint experiment (DIR/config.json or config.pb)."),
+    ] = None,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="Spearmint: gp or random.")] = "gp",
+    engine: EngineOption = "local",
+    name: NameOption = None,
+    budget: Annotated[int, typer.Option("--budget", min=1, help="Spearmint: jobs to run.")] = 20,
+    parallel: Annotated[int, typer.Option("--parallel", min=1, help="Spearmint: jobs running at once.")] = 1,
+    seed: SeedOption = None,
+    poll: PollOption = 1.0,
+    trial_timeout: TimeoutOption = "7d",
+    start_grace: GraceOption = "2m",
+    jobs: JobsOption = None,
+    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Bayesian hyperparameter search. With --spearmint DIR: run a Spearmint experiment the Spearmint
+    way, main(job_id, params) once per job with job ids from 1, each job a run on the chosen engine."""
+    if ctx.invoked_subcommand is not None:
+        if spearmint is not None:
+            fail(SearchUsageError("--spearmint runs an experiment by itself: give no subcommand with it"))
+        return
+    if spearmint is None:
+        print(ctx.get_help())
+        raise typer.Exit(2)
+    from dagflow.search.spearmint import load_experiment
+    from dagflow.search.trials import SpearmintTrials
+
+    directory = spearmint
+    try:
+        if not directory.is_dir():
+            raise SearchUsageError(f"--spearmint {directory}: no such directory")
+        options = _options(engine, name, None, None, seed, poll, trial_timeout, start_grace, jobs, runs_dir)
+        code = _run_search(
+            lambda: SpearmintTrials(load_experiment(directory), budget=budget, parallel=parallel, optimizer=optimizer),
+            options,
+            db,
+        )
+    except DagflowError as error:
+        fail(error)
+    raise typer.Exit(code)
+
+
+@search_app.command("run")
+def run_command(
+    pipeline: Annotated[Path, typer.Argument(help="pipeline.yaml with a search: block.", show_default=False)],
+    engine: EngineOption = "local",
+    name: NameOption = None,
+    budget: BudgetOption = None,
+    parallel: ParallelOption = None,
+    seed: SeedOption = None,
+    poll: PollOption = 1.0,
+    trial_timeout: TimeoutOption = "7d",
+    start_grace: GraceOption = "2m",
+    jobs: JobsOption = None,
+    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Run the pipeline's search: suggest, submit trials, collect objectives, until the budget is spent.
+
+    Each trial is a run of the pipeline (one region's sub-DAG with `per: region`) with the trial's
+    params, named <search>-t<N>[-<region>]. Ctrl-C cancels running trials; after Ctrl-C or a crash, the
+    same command continues the search. Exit status: 0 done, 1 a region had no successful trial,
+    2 bad input, 130 stopped.
+    """
+    from dagflow.search.trials import PipelineTrials
+    from dagflow.spec import load_spec
+
+    try:
+        if not pipeline.is_file():
+            raise SearchUsageError(f"{pipeline}: no such file")
+        options = _options(engine, name, budget, parallel, seed, poll, trial_timeout, start_grace, jobs, runs_dir)
+        code = _run_search(lambda: PipelineTrials(load_spec(pipeline)), options, db)
+    except DagflowError as error:
+        fail(error)
+    raise typer.Exit(code)
+
+
+@search_app.command("status")
+def status_command(
+    search: Annotated[str | None, typer.Argument(help="The search's name (default: the only one).")] = None,
+    db: DbOption = DEFAULT_DB,
+    json_output: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Where to write the convergence PNG (default: beside the db).", dir_okay=False),
+    ] = None,
+    no_plot: Annotated[bool, typer.Option("--no-plot", help="Write no PNG.")] = False,
+) -> None:
+    """A search's trials (params, state, objective, engine job), the best per region, and a
+    convergence plot (best so far against trials) written as a PNG."""
+    from dagflow.search.report import plot_convergence, render_table, summarise
+    from dagflow.search.store import SearchStore
+
+    try:
+        if not db.is_file():
+            raise SearchUsageError(f"{db}: no search database here (give --db)")
+        store = SearchStore(db)
+        try:
+            names = store.search_names()
+            if search is None:
+                if len(names) != 1:
+                    raise SearchUsageError(f"name a search: {', '.join(names) or 'there are none'} in {db}")
+                search = names[0]
+            record = store.search(search)
+            if record is None:
+                raise SearchUsageError(f"no search {search!r} in {db}; searches: {', '.join(names) or 'none'}")
+            summary = summarise(record, store.trials(search))
+        finally:
+            store.close()
+    except DagflowError as error:
+        fail(error)
+    if not no_plot:
+        path = plot or db.parent / "searches" / f"{search}-convergence.png"
+        summary["plot"] = str(plot_convergence(summary, path))
+    if json_output:
+        print(json.dumps(summary, separators=(",", ":")))
+        return
+    print(render_table(summary))
+    if "plot" in summary:
+        print(f"convergence plot: {summary['plot']}")
+    sys.stdout.flush()

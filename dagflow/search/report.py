@@ -1,0 +1,149 @@
+"""`dagflow search status`: a search's trials table, its best trial per region, and a convergence plot
+(best-so-far objective against trial number, one line per region) as a PNG."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from dagflow.search.scheduler import params_text
+from dagflow.search.store import COUNTED, IN_FLIGHT, SUCCEEDED, SearchRecord, Trial
+
+
+def summarise(record: SearchRecord, trials: list[Trial]) -> dict[str, Any]:
+    """Everything `search status` shows, as plain data (the --json output)."""
+    goal = record.config.get("goal", "minimize")
+    order = {region: index for index, region in enumerate(record.config.get("regions") or [""])}
+    trials = sorted(trials, key=lambda t: (order.get(t.region, len(order)), t.region, t.number))
+    regions: dict[str, dict[str, Any]] = {}
+    for region in order:
+        mine = [trial for trial in trials if trial.region == region]
+        done = [trial for trial in mine if trial.state == SUCCEEDED and trial.loss is not None]
+        best = min(done, key=lambda t: (t.loss, t.number)) if done else None
+        states: dict[str, int] = {}
+        for trial in mine:
+            states[trial.state] = states.get(trial.state, 0) + 1
+        regions[region] = {
+            "counted": sum(1 for trial in mine if trial.state in COUNTED),
+            "in_flight": sum(1 for trial in mine if trial.state in IN_FLIGHT),
+            "states": states,
+            "best": None if best is None else {"trial": best.number, "value": best.value, "params": best.params},
+            "best_so_far": best_so_far(mine, goal),
+        }
+    return {
+        "search": record.name,
+        "kind": record.kind,
+        "source": record.source,
+        "metric": record.config.get("metric"),
+        "goal": goal,
+        "optimizer": record.config.get("optimizer"),
+        "budget": record.budget,
+        "parallel": record.parallel,
+        "seed": record.seed,
+        "regions": regions,
+        "trials": [
+            {
+                "trial": trial.number,
+                "region": trial.region or None,
+                "params": trial.params,
+                "state": trial.state,
+                "value": trial.value,
+                "engine": trial.engine,
+                "run_id": trial.run_id,
+                "job": trial.handle,
+                "error": trial.error,
+                "created": trial.created,
+                "finished": trial.finished,
+            }
+            for trial in trials
+        ],
+    }
+
+
+def best_so_far(trials: list[Trial], goal: str) -> list[list[float | None]]:
+    """[trial number, best value among trials 1..number] for each ended trial, in trial order."""
+    points: list[list[float | None]] = []
+    best: float | None = None
+    better = min if goal == "minimize" else max
+    for trial in sorted(trials, key=lambda t: t.number):
+        if trial.state in IN_FLIGHT or trial.state == "cancelled":
+            continue
+        if trial.state == SUCCEEDED and trial.value is not None and math.isfinite(trial.value):
+            best = trial.value if best is None else better(best, trial.value)
+        points.append([trial.number, best])
+    return points
+
+
+def render_table(summary: dict[str, Any]) -> str:
+    per_region = any(trial["region"] for trial in summary["trials"])
+    header = ["trial", *(["region"] if per_region else []), "state", summary["metric"] or "value", "params", "job"]
+    rows = [header]
+    for trial in summary["trials"]:
+        value = "" if trial["value"] is None else f"{trial['value']:.6g}"
+        job = f"{trial['engine']}:{trial['job']}" if trial["job"] else trial["engine"]
+        region = [trial["region"] or ""] if per_region else []
+        rows.append([f"t{trial['trial']}", *region, trial["state"], value, params_text(trial["params"]), job])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        f"search {summary['search']} ({summary['kind']} {summary['source']}): {summary['goal']} {summary['metric']}, "
+        f"budget {summary['budget']}{' per region' if per_region else ''}, parallel {summary['parallel']}, "
+        f"optimiser {summary['optimizer']}",
+        "",
+    ]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.append("")
+    for region, info in summary["regions"].items():
+        where = f"{region}: " if region else ""
+        states = ", ".join(f"{count} {state}" for state, count in sorted(info["states"].items())) or "no trials"
+        best = info["best"]
+        best_text = (
+            f"best {summary['metric']}={best['value']:.6g} at t{best['trial']} ({params_text(best['params'])})"
+            if best
+            else "no successful trial yet"
+        )
+        lines.append(f"{where}{info['counted']}/{summary['budget']} trials ({states}); {best_text}")
+    failed = [trial for trial in summary["trials"] if trial["state"] == "failed" and trial["error"]]
+    for trial in failed[-5:]:
+        region = f" {trial['region']}" if trial["region"] else ""
+        lines.append(f"  t{trial['trial']}{region} failed: {trial['error'].splitlines()[0]}")
+    return "\n".join(lines)
+
+
+def plot_convergence(summary: dict[str, Any], path: Path) -> Path:
+    """Best-so-far against trial number per region, with every successful trial as a dot."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display, no GUI toolkit
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    figure, axes = plt.subplots(figsize=(7, 4.5), dpi=100)
+    try:
+        for region, info in summary["regions"].items():
+            label = region or summary["search"]
+            curve = [(x, y) for x, y in info["best_so_far"] if y is not None]
+            if curve:
+                xs, ys = zip(*curve, strict=True)
+                line = axes.step(xs, ys, where="post", label=f"{label} best so far")[0]
+                dots = [
+                    (t["trial"], t["value"])
+                    for t in summary["trials"]
+                    if (t["region"] or "") == region and t["state"] == SUCCEEDED and t["value"] is not None
+                ]
+                if dots:
+                    axes.scatter(*zip(*dots, strict=True), s=12, alpha=0.5, color=line.get_color())
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.set_xlabel("trial")
+        axes.set_ylabel(f"{summary['metric']} ({summary['goal']})")
+        axes.set_title(f"search {summary['search']}: convergence")
+        axes.grid(True, alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial.png")
+        figure.savefig(partial, format="png")
+        partial.replace(path)
+    finally:
+        plt.close(figure)
+    return path

@@ -1,0 +1,102 @@
+"""How a trial's run is doing, read from its run directory the way its engine writes it.
+
+The run directory is the one truth every engine keeps (dagflow.run.status.read_run_status reads
+local, Slurm and HTCondor runs alike). On top of the run state this adds the liveness rule that
+keeps a search from waiting forever on a trial (Spearmint's wedge, HIPS/Spearmint#25):
+
+- running: the engine says so (a local runner holds the run's lock; Slurm/DAGMan still hold jobs),
+  or the local runner process that submit started is alive but has not taken the lock yet;
+- vanished: the run was started but its runner is gone without finishing it ("stopped"), or it was
+  never started and nothing is starting it after `start_grace_s`, or its run directory is gone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagflow.errors import DagflowError
+from dagflow.run.journal import FAILED
+from dagflow.run.layout import RunLayout
+from dagflow.run.status import RUN_NOT_STARTED, RUN_RUNNING, RUN_STOPPED, RunStatus, read_run_status
+
+PENDING = "pending"  # nothing started yet, within the start grace
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED_RUN = "failed"
+VANISHED = "vanished"
+NOT_STARTED = "not-started"  # prepared, never started, nothing starting it: submit it again
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    state: str
+    why: str | None = None
+
+
+def runner_alive(run_dir: Path) -> bool:
+    """Whether the process the local engine's submit started for this run is alive (it writes
+    runner.pid at once and takes the run's lock a moment later)."""
+    try:
+        pid = int((run_dir / "runner.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return False
+    # a reused pid belongs to some other program: the runner's command line names its run
+    return run_dir.name.encode() in cmdline.split(b"\0")
+
+
+def observe_run(run_dir: Path, since: float, start_grace_s: float) -> Observed:
+    """The state of the trial run in run_dir, submitted at wall time `since`."""
+    layout = RunLayout.from_run_dir(run_dir)
+    young = time.time() - since < start_grace_s
+    if not layout.exists():
+        return Observed(PENDING) if young else Observed(VANISHED, f"its run directory {run_dir} is gone")
+    try:
+        status = read_run_status(layout)
+    except DagflowError as error:  # a batch system not answering now: ask again next time
+        return Observed(RUNNING, str(error))
+    if status.state == RUN_RUNNING or runner_alive(layout.run_dir):
+        return Observed(RUNNING)
+    if status.state == SUCCEEDED:
+        return Observed(SUCCEEDED)
+    if status.state == RUN_STOPPED:
+        return Observed(VANISHED, f"its runner stopped without finishing ({_runner_tail(layout)})")
+    if status.state == RUN_NOT_STARTED:
+        if young:
+            return Observed(PENDING)
+        return Observed(NOT_STARTED, f"it never started ({_runner_tail(layout)})")
+    return Observed(FAILED_RUN, failure_of(status))
+
+
+def never_started(run_dir: Path) -> bool:
+    """Whether a prepared run shows no sign of work: nothing running it, no node ever started or
+    skipped. Such a run can be submitted again (what a failed or cut-off submission leaves behind)."""
+    try:
+        status = read_run_status(RunLayout.from_run_dir(run_dir))
+    except DagflowError:
+        return False
+    if status.state == RUN_RUNNING or runner_alive(run_dir):
+        return False
+    return not status.journal.nodes
+
+
+def failure_of(status: RunStatus) -> str:
+    """One line: the run's state and its first failed node, with the node's reason."""
+    states = status.node_states()
+    failed = [name for name, state in states.items() if state == FAILED]
+    if not failed:
+        return f"run {status.state}"
+    record = status.record(failed[0])
+    why = record.why or (f"exit {record.rc}" if record.rc is not None else "failed")
+    tail = status.stderr_tail(failed[0], lines=1)
+    return f"{failed[0]} {why}" + (f": {tail[-1].strip()}" if tail else "")
+
+
+def _runner_tail(layout: RunLayout) -> str:
+    try:
+        lines = (layout.run_dir / "runner.log").read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no runner log"
+    return lines[-1] if lines else "its runner printed nothing"

@@ -1,0 +1,274 @@
+"""The search scheduler's durable state: one SQLite file (default `.dagflow/search.db`) for every search.
+
+    searches(name PK, kind, source, fingerprint, config JSON, seed, budget, parallel, created)
+    trials(search, region, number, params JSON, state, engine, run_id UNIQUE, handle, value, loss,
+           error, created, submitted, finished, deadline; PK (search, region, number))
+
+A trial row is written (state `submitting`, with its params and run id) and committed before the
+engine hears of it, its engine handle afterwards (state `running`), and its end in one guarded
+UPDATE that only moves a trial out of `submitting`/`running`, so a result is recorded at most once.
+The file runs in WAL mode with synchronous=FULL: a committed transaction survives kill -9 of the
+scheduler and a crash of the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dagflow.errors import DagflowError
+
+DEFAULT_DB = Path(".dagflow") / "search.db"
+
+SUBMITTING = "submitting"
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+CANCELLED = "cancelled"  # stopped by Ctrl-C: no result, not counted against the budget
+IN_FLIGHT = (SUBMITTING, RUNNING)
+COUNTED = (SUBMITTING, RUNNING, SUCCEEDED, FAILED)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS searches (
+    name        TEXT PRIMARY KEY,
+    kind        TEXT NOT NULL,
+    source      TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    config      TEXT NOT NULL,
+    seed        INTEGER NOT NULL,
+    budget      INTEGER NOT NULL,
+    parallel    INTEGER NOT NULL,
+    created     REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trials (
+    search    TEXT NOT NULL REFERENCES searches(name),
+    region    TEXT NOT NULL,
+    number    INTEGER NOT NULL,
+    params    TEXT NOT NULL,
+    state     TEXT NOT NULL,
+    engine    TEXT NOT NULL,
+    run_id    TEXT NOT NULL UNIQUE,
+    handle    TEXT,
+    value     REAL,
+    loss      REAL,
+    error     TEXT,
+    created   REAL NOT NULL,
+    submitted REAL,
+    finished  REAL,
+    deadline  REAL NOT NULL,
+    PRIMARY KEY (search, region, number)
+);
+CREATE INDEX IF NOT EXISTS trials_state ON trials (search, state);
+"""
+
+
+class SearchStoreError(DagflowError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRecord:
+    name: str
+    kind: str  # pipeline | spearmint
+    source: str
+    fingerprint: str
+    config: dict[str, Any]
+    seed: int
+    budget: int
+    parallel: int
+    created: float
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    search: str
+    region: str  # "" when the search is not per region
+    number: int
+    params: dict[str, Any]
+    state: str
+    engine: str
+    run_id: str
+    handle: str | None
+    value: float | None
+    loss: float | None
+    error: str | None
+    created: float
+    submitted: float | None
+    finished: float | None
+    deadline: float
+
+    @property
+    def label(self) -> str:
+        return f"t{self.number}" + (f" {self.region}" if self.region else "")
+
+
+def trial_run_id(search: str, number: int, region: str) -> str:
+    return f"{search}-t{number}" + (f"-{region}" if region else "")
+
+
+class SearchStore:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # autocommit mode: every transaction below is explicit
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)  # idempotent: IF NOT EXISTS
+        except sqlite3.DatabaseError as error:
+            raise SearchStoreError(f"{self.path}: not a usable search database ({error})") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT: takes the write lock up front, so read-then-write is atomic."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -- searches ------------------------------------------------------------------------------------
+
+    def open_search(
+        self,
+        name: str,
+        kind: str,
+        source: str,
+        fingerprint: str,
+        config: Mapping[str, Any],
+        seed: int,
+        budget: int,
+        parallel: int,
+    ) -> SearchRecord:
+        """Create the search, or continue it: what a trial means (the fingerprint) must not have
+        changed; budget and parallel may (raise the budget to extend a finished search)."""
+        with self.transaction() as db:
+            row = db.execute("SELECT * FROM searches WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                db.execute(
+                    "INSERT INTO searches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (name, kind, source, fingerprint, json.dumps(dict(config)), seed, budget, parallel, time.time()),
+                )
+            elif row["fingerprint"] != fingerprint or row["kind"] != kind:
+                raise SearchStoreError(
+                    f"search {name!r} in {self.path} was started from {row['source']} with other variables, "
+                    "objective or regions; give this one another --name (or delete the old search's trials)"
+                )
+            else:
+                db.execute(
+                    "UPDATE searches SET budget = ?, parallel = ?, source = ?, config = ? WHERE name = ?",
+                    (budget, parallel, source, json.dumps(dict(config)), name),
+                )
+        record = self.search(name)
+        assert record is not None
+        return record
+
+    def search(self, name: str) -> SearchRecord | None:
+        row = self._db.execute("SELECT * FROM searches WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return None
+        return SearchRecord(
+            name=row["name"],
+            kind=row["kind"],
+            source=row["source"],
+            fingerprint=row["fingerprint"],
+            config=json.loads(row["config"]),
+            seed=row["seed"],
+            budget=row["budget"],
+            parallel=row["parallel"],
+            created=row["created"],
+        )
+
+    def search_names(self) -> list[str]:
+        return [row[0] for row in self._db.execute("SELECT name FROM searches ORDER BY created")]
+
+    # -- trials --------------------------------------------------------------------------------------
+
+    def add_trial(self, search: str, region: str, params: Mapping[str, Any], engine: str, timeout_s: float) -> Trial:
+        """Number, name and record a new trial (state submitting) in one transaction."""
+        now = time.time()
+        with self.transaction() as db:
+            (last,) = db.execute(
+                "SELECT COALESCE(MAX(number), 0) FROM trials WHERE search = ? AND region = ?", (search, region)
+            ).fetchone()
+            number = last + 1
+            db.execute(
+                "INSERT INTO trials (search, region, number, params, state, engine, run_id, created, deadline) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (search, region, number, json.dumps(dict(params)), SUBMITTING, engine,
+                 trial_run_id(search, number, region), now, now + timeout_s),
+            )  # fmt: skip
+        return self._trial(search, region, number)
+
+    def mark_submitted(self, trial: Trial, handle: str | None) -> Trial:
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE trials SET state = ?, handle = COALESCE(?, handle), submitted = COALESCE(submitted, ?) "
+                "WHERE search = ? AND region = ? AND number = ? AND state = ?",
+                (RUNNING, handle, time.time(), trial.search, trial.region, trial.number, SUBMITTING),
+            )
+        return self._trial(trial.search, trial.region, trial.number)
+
+    def finish(
+        self,
+        trial: Trial,
+        state: str,
+        value: float | None = None,
+        loss: float | None = None,
+        error: str | None = None,
+    ) -> bool:
+        """Record a trial's end; False (and nothing written) when it had already ended."""
+        with self.transaction() as db:
+            cursor = db.execute(
+                "UPDATE trials SET state = ?, value = ?, loss = ?, error = ?, finished = ? "
+                "WHERE search = ? AND region = ? AND number = ? AND state IN (?, ?)",
+                (state, value, loss, error, time.time(), trial.search, trial.region, trial.number, *IN_FLIGHT),
+            )
+            return cursor.rowcount == 1
+
+    def trials(self, search: str, region: str | None = None) -> list[Trial]:
+        query = "SELECT * FROM trials WHERE search = ?"
+        args: tuple[Any, ...] = (search,)
+        if region is not None:
+            query += " AND region = ?"
+            args += (region,)
+        return [_trial_of(row) for row in self._db.execute(query + " ORDER BY region, number", args)]
+
+    def _trial(self, search: str, region: str, number: int) -> Trial:
+        row = self._db.execute(
+            "SELECT * FROM trials WHERE search = ? AND region = ? AND number = ?", (search, region, number)
+        ).fetchone()
+        return _trial_of(row)
+
+
+def _trial_of(row: sqlite3.Row) -> Trial:
+    return Trial(
+        search=row["search"],
+        region=row["region"],
+        number=row["number"],
+        params=json.loads(row["params"]),
+        state=row["state"],
+        engine=row["engine"],
+        run_id=row["run_id"],
+        handle=row["handle"],
+        value=row["value"],
+        loss=row["loss"],
+        error=row["error"],
+        created=row["created"],
+        submitted=row["submitted"],
+        finished=row["finished"],
+        deadline=row["deadline"],
+    )

@@ -1,0 +1,252 @@
+"""What a trial is: a point of the search space turned into a Plan, and the objective read back.
+
+Two kinds of search share the scheduler through `TrialSource`:
+
+- PipelineTrials: a pipeline's `search:` block. A trial is the whole pipeline expanded with the
+  trial's params and its own run id `<search>-t<N>[-<region>]`; with `per: region` it is the sub-DAG
+  of one region (every node on that region, and their ancestors). Nodes of steps that use none of the
+  searched params keep the pipeline's own params, so the local engine's cache runs them once for
+  all trials. The objective is the metric read from the metrics file of the step with `metrics:`,
+  averaged over its nodes when the trial has several (other matrix axes).
+- SpearmintTrials: a Spearmint experiment directory. A trial is one job, `main(job_id, params)`,
+  run as a one-node plan by `python -m dagflow.search.spearmint_job`; the objective is its result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from dagflow.errors import Diagnostic, SpecError
+from dagflow.plan import Node, Plan, Resources, StepInfo
+from dagflow.plan.expand import expand
+from dagflow.search import ENGINES as OPTIMIZERS
+from dagflow.search.space import SearchSpace
+from dagflow.search.spearmint import SpearmintExperiment
+from dagflow.search.spearmint_job import default_result_path
+from dagflow.spec import Spec
+
+
+class TrialError(Exception):
+    """A finished trial whose objective cannot be read; the message says why."""
+
+
+class TrialSource(Protocol):
+    kind: str  # pipeline | spearmint
+    name: str  # the default search name
+    source: str  # what the search was started from (a pipeline file, a Spearmint directory)
+    space: SearchSpace
+    metric: str
+    goal: str  # minimize | maximize
+    regions: list[str]  # one search per entry; [""] when not per region
+    budget: int
+    parallel: int
+    optimizer: str
+
+    def plan(self, region: str, number: int, params: Mapping[str, Any], run_id: str) -> Plan: ...
+
+    def objective(self, plan: Plan) -> float: ...
+
+
+def fingerprint(source: TrialSource) -> str:
+    """What a trial means; a search in the database continues only while this stays the same."""
+    payload = {
+        "kind": source.kind,
+        "variables": {name: spec.model_dump() for name, spec in source.space.specs.items()},
+        "metric": source.metric,
+        "goal": source.goal,
+        "regions": source.regions,
+        "optimizer": source.optimizer,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def config_of(source: TrialSource) -> dict[str, Any]:
+    """The search's description kept in the database for `search status`."""
+    return {
+        "metric": source.metric,
+        "goal": source.goal,
+        "regions": source.regions,
+        "optimizer": source.optimizer,
+        "variables": source.space.names,
+    }
+
+
+def read_metric(path: Path, metric: str) -> float:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TrialError(f"metrics file {path} was not written") from None
+    except (OSError, ValueError) as error:
+        raise TrialError(f"metrics file {path} is not JSON: {error}") from None
+    if not isinstance(data, dict) or metric not in data:
+        keys = sorted(data) if isinstance(data, dict) else []
+        raise TrialError(f"metrics file {path} has no {metric!r} (keys: {', '.join(map(str, keys)) or 'none'})")
+    value = data[metric]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TrialError(f"{metric} in {path} is {value!r}, not a finite number")
+    return float(value)
+
+
+@dataclass
+class PipelineTrials:
+    spec: Spec
+    kind: str = "pipeline"
+    name: str = ""
+    source: str = ""
+    regions: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        model = self.spec.model
+        if model.search is None:
+            raise self._error((), "this pipeline has no search: block (objective, variables, budget, ...)")
+        self.search = model.search
+        self.name = self.name or model.name
+        self.source = str(self.spec.file.resolve())
+        try:
+            self.space = SearchSpace(self.search.variables)
+        except ValueError as error:
+            raise self._error(("search", "variables"), str(error)) from None
+        if self.search.engine not in OPTIMIZERS:
+            raise self._error(
+                ("search", "engine"), f"unknown optimiser {self.search.engine!r}", allowed=", ".join(OPTIMIZERS)
+            )
+        self.metric = self.search.objective.metric
+        self.goal = self.search.objective.goal
+        self.budget = self.search.budget
+        self.parallel = self.search.parallel
+        self.optimizer = self.search.engine
+        self.per = self.search.per
+        self.regions = list(model.matrix[self.per]) if self.per else [""]
+        with_metrics = [name for name, step in model.steps.items() if step.metrics]
+        if not with_metrics:
+            raise self._error(
+                ("search", "objective"),
+                "no step has `metrics:`: the search reads its objective from the evaluate step's metrics file",
+            )
+        if len(with_metrics) > 1:
+            raise self._error(
+                ("search", "objective"),
+                f"several steps write metrics ({', '.join(with_metrics)}); the objective must come from one",
+            )
+        self.objective_step = with_metrics[0]
+        self._check_metrics_apart()
+
+    def plan(self, region: str, number: int, params: Mapping[str, Any], run_id: str) -> Plan:
+        plan = expand(self.spec, run_id=run_id, params=params, trial=number)
+        if not self.per:
+            return plan
+        keep: set[str] = set()
+        stack = [name for name, node in plan.nodes.items() if node.coords.get(self.per) == region]
+        while stack:
+            name = stack.pop()
+            if name not in keep:
+                keep.add(name)
+                stack.extend(plan.nodes[name].parents)
+        plan.nodes = {name: node for name, node in plan.nodes.items() if name in keep}
+        used = {node.step for node in plan.nodes.values()}
+        plan.steps = {name: info for name, info in plan.steps.items() if name in used}
+        return plan
+
+    def objective(self, plan: Plan) -> float:
+        nodes = [node for node in plan.nodes.values() if node.step == self.objective_step and node.metrics]
+        if not nodes:
+            raise TrialError(f"the trial has no {self.objective_step} node")
+        values = [read_metric(Path(plan.workdir) / node.metrics, self.metric) for node in nodes if node.metrics]
+        return sum(values) / len(values)
+
+    def _check_metrics_apart(self) -> None:
+        """Trials that run at the same time must not write one metrics file: compare the files of two
+        trials of the first region (when parallel > 1) and of one trial per region."""
+        defaults = {name: self.spec.model.params[name] for name in self.space.names}
+        pairs = [(f"{self.name}-tA", region) for region in self.regions]
+        if self.parallel > 1:
+            pairs.append((f"{self.name}-tB", self.regions[0]))
+        owner: dict[str, str] = {}
+        for run_id, region in pairs:
+            for path in self._metrics_paths(self.plan(region, 0, defaults, run_id)):
+                if path in owner and owner[path] != run_id:
+                    step = ("steps", self.objective_step, "metrics")
+                    raise self._error(
+                        step,
+                        f"every trial would write the same metrics file {path!r}; parallel trials would "
+                        "overwrite each other's objective",
+                        hint="put {run.id} in the path (each trial is its own run), e.g. out/{run.id}/metrics.json",
+                    )
+                owner[path] = run_id
+
+    def _metrics_paths(self, plan: Plan) -> list[str]:
+        return [node.metrics for node in plan.nodes.values() if node.step == self.objective_step and node.metrics]
+
+    def _error(
+        self, path: tuple[str, ...], message: str, hint: str | None = None, allowed: str | None = None
+    ) -> SpecError:
+        line, column = self.spec.positions.of(path) if path else (1, 1)
+        return SpecError([Diagnostic(str(self.spec.file), line, column, ".".join(path), message, allowed, hint)])
+
+
+JOB_STEP = "job"
+
+
+@dataclass
+class SpearmintTrials:
+    """A Spearmint experiment: each trial is one job, `main(job_id, params)` with job_id the trial number."""
+
+    experiment: SpearmintExperiment
+    budget: int
+    parallel: int
+    optimizer: str = "gp"
+    kind: str = "spearmint"
+    name: str = ""
+    source: str = ""
+    metric: str = "value"  # the result file's field (spearmint_job.py)
+    goal: str = "minimize"  # Spearmint minimises
+    regions: list[str] = field(default_factory=lambda: [""])
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.experiment.name
+        self.source = str(self.experiment.directory)
+        config = str(self.experiment.config_file)
+        try:
+            self.space = self.experiment.space()
+        except ValueError as error:
+            raise SpecError([Diagnostic(config, 0, 0, "variables", str(error))]) from None
+        if self.experiment.language != "PYTHON":
+            message = f"only PYTHON experiments run here, not {self.experiment.language}"
+            raise SpecError([Diagnostic(config, 0, 0, "language", message)])
+        if self.optimizer not in OPTIMIZERS:
+            message = f"unknown optimiser {self.optimizer!r}"
+            raise SpecError([Diagnostic(config, 0, 0, "", message, ", ".join(OPTIMIZERS))])
+
+    def plan(self, region: str, number: int, params: Mapping[str, Any], run_id: str) -> Plan:
+        result = default_result_path(self.experiment, number)
+        argv = [
+            "python", "-m", "dagflow.search.spearmint_job", "--dir", str(self.experiment.directory),
+            "--job-id", str(number), "--params", json.dumps(dict(params), sort_keys=True), "--result", str(result),
+        ]  # fmt: skip
+        step = StepInfo(
+            name=JOB_STEP, kind="evaluate", axes=(), resources=Resources(), requirements=None, classads={},
+            retries=0, retry_unless_exit=(), timeout_s=None, priority=0, metrics=str(result),
+        )  # fmt: skip
+        node = Node(
+            name=JOB_STEP, step=JOB_STEP, argv=argv, env={}, coords={}, trial=number, params=dict(params),
+            outputs=[str(result)], metrics=str(result),
+        )  # fmt: skip
+        return Plan(
+            pipeline=self.name,
+            run_id=run_id,
+            source=str(self.experiment.config_file),
+            steps={JOB_STEP: step},
+            nodes={JOB_STEP: node},
+            workdir=str(self.experiment.directory),
+        )
+
+    def objective(self, plan: Plan) -> float:
+        node = plan.nodes[JOB_STEP]
+        assert node.metrics is not None
+        return read_metric(Path(node.metrics), self.metric)

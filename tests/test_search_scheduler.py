@@ -1,0 +1,188 @@
+"""The search scheduler on the local engine, with real trial processes: budget, parallel trials,
+failed and vanished trials, deadlines, per-region searches side by side, kill -9 and restart, and
+the crash windows of submission (a trial recorded but not submitted, prepared but not started)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from test_search_scheduler_support import (
+    calls,
+    search_cli,
+    start_search,
+    trial_rows,
+    wait_for,
+    write_pipeline,
+)
+
+from dagflow.engines.local import LocalEngine, RunOptions, run_local
+from dagflow.plan import Plan
+from dagflow.plan.expand import expand
+from dagflow.run.lock import is_locked
+from dagflow.search.scheduler import Scheduler, SchedulerOptions, SearchBusyError
+from dagflow.search.store import SearchStore
+from dagflow.search.trials import PipelineTrials, config_of, fingerprint
+from dagflow.spec import load_spec
+
+
+def scheduler_for(tmp_path: Path, pipeline: Path, lines: list[str], **options: object) -> tuple[Scheduler, SearchStore]:
+    store = SearchStore(tmp_path / ".dagflow" / "search.db")
+    settings = SchedulerOptions(runs_dir=tmp_path / ".dagflow" / "runs", poll_s=0.05, seed=3, **options)  # type: ignore[arg-type]
+    return Scheduler(PipelineTrials(load_spec(pipeline)), store, settings, say=lines.append), store
+
+
+def test_search_runs_to_its_budget_with_parallel_trials(tmp_path: Path) -> None:
+    pipeline = write_pipeline(tmp_path / "p", budget=5, parallel=2)
+    result = search_cli("run", str(pipeline), "--poll", "0.05", "--seed", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = trial_rows(tmp_path / ".dagflow" / "search.db")
+    assert [row["state"] for row in rows] == ["succeeded"] * 5
+    assert [row["run_id"] for row in rows] == [f"quad-t{n}" for n in range(1, 6)]
+    # one objective invocation per trial, by the trial's own run
+    assert sorted(calls(pipeline.parent)) == sorted(str(row["run_id"]) for row in rows)
+    for row in rows:  # each trial ran its own params and reported their objective
+        params = row["params"]
+        expected = (params["x"] - 0.3) ** 2 + 0.1 * params["k"] + (0.5 if params["mode"] == "b" else 0.0)
+        assert row["value"] == pytest.approx(expected)
+        assert row["handle"] and row["handle"].isdigit()  # the local engine's runner pid
+    # one progress line per trial event
+    out = result.stdout
+    assert out.count("] submitted ") == 5 and out.count("] succeeded loss=") == 5
+    assert "done: best loss=" in out
+    # the step that uses no searched param ran at most once per trial slot, then came from the cache
+    assert len((pipeline.parent / "setup-calls.txt").read_text().split()) <= 2
+    # the scheduler limits threads inside itself only: trials see the environment they were given
+    metrics = json.loads((pipeline.parent / "out" / "quad-t5" / "metrics.json").read_text())
+    assert metrics["omp"] == os.environ.get("OMP_NUM_THREADS")
+
+
+def test_failed_vanished_and_overdue_trials_count_and_the_search_goes_on(tmp_path: Path) -> None:
+    pipeline = write_pipeline(tmp_path / "p", budget=6, parallel=3, optimizer="random")
+    for trigger in ("fail-once", "vanish-once", "hang-once"):
+        (pipeline.parent / trigger).touch()
+    lines: list[str] = []
+    scheduler, store = scheduler_for(tmp_path, pipeline, lines, trial_timeout_s=4.0, start_grace_s=2.0)
+    assert scheduler.run() == 0
+    trials = store.trials("quad")
+    assert len(trials) == 6  # failures counted against the budget of 6
+    assert Counter(trial.state for trial in trials) == Counter(failed=3, succeeded=3), lines
+    errors = sorted(trial.error or "" for trial in trials if trial.state == "failed")
+    assert errors[0].startswith("deadline: ")
+    assert errors[1].startswith("evaluate ") and errors[1].endswith("failing on purpose")  # its stderr
+    assert errors[2].startswith("vanished: its runner stopped without finishing")
+    assert sum("failed:" in line for line in lines) == 3
+    # the failed points were given to the optimiser: no later trial repeats one of them
+    assert len({json.dumps(trial.params, sort_keys=True) for trial in trials}) == 6
+
+
+def test_per_region_searches_run_side_by_side(tmp_path: Path) -> None:
+    pipeline = write_pipeline(tmp_path / "p", budget=3, parallel=2, regions=["a", "b"], optimizer="random")
+    lines: list[str] = []
+    scheduler, store = scheduler_for(tmp_path, pipeline, lines)
+    assert scheduler.run() == 0
+    trials = store.trials("quad")
+    assert sorted(trial.run_id for trial in trials) == sorted(
+        f"quad-t{n}-{region}" for n in (1, 2, 3) for region in ("a", "b")
+    )
+    assert all(trial.state == "succeeded" for trial in trials)
+    assert all(trial.value is not None and (trial.value >= 10) == (trial.region == "b") for trial in trials)
+    # a region's trial is that region's sub-DAG plus the shared, region-less setup it needs
+    plan = Plan.from_json((tmp_path / ".dagflow" / "runs" / "quad-t1-a" / "plan.json").read_text())
+    assert sorted(plan.nodes) == ["evaluate.a", "setup"]
+    assert all(node.trial == 1 for node in plan.nodes.values())
+    # both regions had trials in flight at once: the first four submissions come before any result
+    events = [line.split("] ")[1].split()[0] for line in lines if line.startswith("[t")]
+    assert events[:4] == ["submitted"] * 4
+    assert sum("done: best loss=" in line for line in lines) == 2
+
+
+def test_kill_9_of_the_scheduler_then_restart_loses_and_repeats_no_trial(tmp_path: Path) -> None:
+    pipeline = write_pipeline(tmp_path / "p", budget=8, parallel=2)
+    (pipeline.parent / "sleep.txt").write_text("0.3")
+    db = tmp_path / ".dagflow" / "search.db"
+    args = ("run", str(pipeline), "--poll", "0.05", "--seed", "5")
+    for finished_before_kill in (2, 5):
+        scheduler = start_search(*args, cwd=tmp_path)
+        wait_for(lambda n=finished_before_kill: sum(r["state"] == "succeeded" for r in trial_rows(db)) >= n)
+        os.kill(scheduler.pid, signal.SIGKILL)
+        scheduler.wait()
+    result = search_cli(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = trial_rows(db)
+    assert [row["state"] for row in rows] == ["succeeded"] * 8, rows
+    run_ids = [str(row["run_id"]) for row in rows]
+    assert run_ids == [f"quad-t{n}" for n in range(1, 9)]
+    # every trial's objective ran exactly once: none lost, none submitted twice
+    assert sorted(calls(pipeline.parent)) == sorted(run_ids)
+
+
+def test_ctrl_c_cancels_the_running_trials_and_a_rerun_continues(tmp_path: Path) -> None:
+    pipeline = write_pipeline(tmp_path / "p", budget=3, parallel=2, optimizer="random")
+    (pipeline.parent / "sleep.txt").write_text("60")
+    db = tmp_path / ".dagflow" / "search.db"
+    scheduler = start_search("run", str(pipeline), "--poll", "0.05", cwd=tmp_path)
+    wait_for(lambda: len(calls(pipeline.parent)) == 2)  # both trials' objectives are running
+    second = search_cli("run", str(pipeline), cwd=tmp_path)
+    assert second.returncode == 2 and f"being run by another scheduler (pid {scheduler.pid})" in second.stderr
+    scheduler.send_signal(signal.SIGINT)
+    out, _ = scheduler.communicate(timeout=30)
+    assert scheduler.returncode == 130
+    assert "stopped; run the same command again to continue it" in out
+    rows = trial_rows(db)
+    assert [row["state"] for row in rows] == ["cancelled", "cancelled"]
+    runs = tmp_path / ".dagflow" / "runs"
+    wait_for(lambda: not any(is_locked(runs / str(row["run_id"]) / "runner.lock") for row in rows))
+    (pipeline.parent / "sleep.txt").unlink()
+    result = search_cli("run", str(pipeline), "--poll", "0.05", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    states = [row["state"] for row in trial_rows(db)]
+    assert states == ["cancelled", "cancelled", "succeeded", "succeeded", "succeeded"]  # cancelled: not counted
+
+
+def test_restart_submits_recorded_trials_exactly_once_and_adopts_started_ones(tmp_path: Path) -> None:
+    """The crash windows of one submission, set up by hand: a row committed but never submitted, a
+    run prepared but never started, and a run that finished while no scheduler was watching."""
+    pipeline = write_pipeline(tmp_path / "p", budget=3, parallel=3, optimizer="random")
+    store = SearchStore(tmp_path / ".dagflow" / "search.db")
+    source = PipelineTrials(load_spec(pipeline))
+    lines: list[str] = []
+    scheduler, _ = scheduler_for(tmp_path, pipeline, lines)
+    runs_dir = tmp_path / ".dagflow" / "runs"
+
+    store.open_search("quad", "pipeline", source.source, fingerprint(source), config_of(source), 3, 3, 3)
+    store.add_trial("quad", "", {"x": 0.1, "k": 1, "mode": "a"}, "local", 60)
+    prepared = store.add_trial("quad", "", {"x": 0.2, "k": 2, "mode": "a"}, "local", 60)
+    finished = store.add_trial("quad", "", {"x": 0.3, "k": 3, "mode": "b"}, "local", 60)
+    engine = LocalEngine(RunOptions(runs_dir=runs_dir))
+    engine.prepare(source.plan("", 2, prepared.params, prepared.run_id), runs_dir / prepared.run_id)
+    done = run_local(source.plan("", 3, finished.params, finished.run_id), RunOptions(runs_dir=runs_dir))
+    assert done.ok
+
+    other_engine, _ = scheduler_for(tmp_path, pipeline, lines, engine="slurm")
+    with pytest.raises(SearchBusyError, match="continue it with --engine local"):
+        other_engine.run()  # in-flight trials are watched and cancelled by the engine that runs them
+    assert scheduler.run() == 0
+    trials = {trial.run_id: trial for trial in store.trials("quad")}
+    assert len(trials) == 3 and all(trial.state == "succeeded" for trial in trials.values())
+    assert trials[finished.run_id].value == pytest.approx(0.0 + 0.3 + 0.5)
+    assert sorted(calls(pipeline.parent)) == sorted(trials)  # each objective ran once
+    assert any("[t1] resubmitted x=0.1" in line for line in lines)
+    assert any("[t2] started x=0.2" in line for line in lines)
+    assert any(f"[t3] adopted run {finished.run_id}" in line for line in lines)
+
+
+def test_trial_plans_override_only_the_steps_that_use_the_searched_params(tmp_path: Path) -> None:
+    spec = load_spec(write_pipeline(tmp_path / "p"))
+    plain = expand(spec, run_id="quad-t1")
+    trial = expand(spec, run_id="quad-t1", params={"x": 0.25, "k": 2, "mode": "b"}, trial=1)
+    assert trial.nodes["evaluate"].params == {"x": 0.25, "k": 2, "mode": "b"}
+    assert "0.25" in trial.nodes["evaluate"].argv and "--k" in trial.nodes["evaluate"].argv
+    # setup uses no searched param: same fingerprint as in a plain run, so the cache serves every trial
+    assert trial.node_fingerprint(trial.nodes["setup"]) == plain.node_fingerprint(plain.nodes["setup"])
+    assert trial.nodes["setup"].trial == 1 and plain.nodes["setup"].trial is None
+    assert plain.nodes["evaluate"].params == {"x": 0.0, "k": 1, "mode": "a"}
