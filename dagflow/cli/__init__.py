@@ -19,11 +19,7 @@ COMMAND_MODULES = (
 )
 
 for _module in COMMAND_MODULES:
-    try:
-        importlib.import_module(f"dagflow.cli.{_module}")
-    except ModuleNotFoundError as error:  # a command module not written yet
-        if error.name != f"dagflow.cli.{_module}":
-            raise
+    importlib.import_module(f"dagflow.cli.{_module}")
 
 
 def main() -> None:
