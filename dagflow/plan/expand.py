@@ -65,50 +65,64 @@ def expand(
 
 
 def _expand(spec: Spec, run_id: str | None, overrides: Mapping[str, Any], trial_number: int | None) -> Plan:
-    model = spec.model
-    run_id = run_id or new_run_id(model.name)
-    base_context = {"run.id": run_id, "pipeline": model.name}
-    base_context.update({f"params.{name}": param_text(value) for name, value in model.params.items()})
-    base_context.update({f"params.{name}": param_text(value) for name, value in overrides.items()})
-    params = dict(model.params)
-    trial_params = {**params, **overrides}
-    overridden = {f"params.{name}" for name in overrides}
+    expander = _Expander(spec, run_id or new_run_id(spec.model.name), overrides, trial_number)
+    for step_name in step_order(spec.model):
+        expander.add_step(step_name)
+    return Plan(
+        pipeline=spec.model.name,
+        run_id=expander.run_id,
+        source=str(spec.file),
+        steps=expander.steps,
+        nodes=expander.nodes,
+        workdir=str(spec.file.parent),
+    )
 
-    steps: dict[str, StepInfo] = {}
-    nodes: dict[str, Node] = {}
-    # per step: (coordinate values on the given axes) -> node names, for wiring children
-    by_coords: dict[str, list[Node]] = {}
-    for step_name in step_order(model):
+
+class _Expander:
+    """What one expansion builds up: the plan's steps and nodes, and each step's nodes for wiring."""
+
+    def __init__(self, spec: Spec, run_id: str, overrides: Mapping[str, Any], trial_number: int | None) -> None:
+        model = spec.model
+        self.spec = spec
+        self.run_id = run_id
+        self.trial_number = trial_number
+        self.base_context = {"run.id": run_id, "pipeline": model.name}
+        self.base_context.update({f"params.{name}": param_text(value) for name, value in model.params.items()})
+        self.base_context.update({f"params.{name}": param_text(value) for name, value in overrides.items()})
+        self.params = dict(model.params)
+        self.trial_params = {**self.params, **overrides}
+        self.overridden = {f"params.{name}" for name in overrides}
+        self.steps: dict[str, StepInfo] = {}
+        self.nodes: dict[str, Node] = {}
+        self.by_step: dict[str, list[Node]] = {}
+
+    def add_step(self, step_name: str) -> None:
+        model = self.spec.model
         step = model.steps[step_name]
         info = _step_info(step_name, step, model)
-        steps[step_name] = info
-        templates = _StepTemplates(step, run_id)
-        step_params = trial_params if overridden & templates.variables else params
-        context = {**base_context, "step": step_name}
+        self.steps[step_name] = info
+        templates = _StepTemplates(step, self.run_id)
+        step_params = self.trial_params if self.overridden & templates.variables else self.params
+        context = {**self.base_context, "step": step_name}
         produced: list[Node] = []
-        parent_index = {
-            need: _index(by_coords[need], [a for a in steps[need].axes if a in info.axes])
-            for need in step.needs
-        }
-        axis_values = [model.matrix[axis] for axis in info.axes]
-        for values in itertools.product(*axis_values):
+        parent_index = [
+            _index(self.by_step[need], [a for a in self.steps[need].axes if a in info.axes]) for need in step.needs
+        ]
+        for values in itertools.product(*(model.matrix[axis] for axis in info.axes)):
             coords = dict(zip(info.axes, values, strict=True))
             context.update(coords)
             name = ".".join((step_name, *values))
-            if name in nodes:
-                raise _collision(spec, step_name, name)
+            if name in self.nodes:
+                raise _collision(self.spec, step_name, name)
             parents: list[str] = []
-            for shared_axes, index in parent_index.values():
+            for shared_axes, index in parent_index:
                 parents.extend(node.name for node in index.get(tuple(coords[a] for a in shared_axes), ()))
-            trial = coords.get("trial")
-            if trial_number is not None:
-                trial = str(trial_number)
-            env = templates.env(context)
+            trial = str(self.trial_number) if self.trial_number is not None else coords.get("trial")
             node = Node(
                 name=name,
                 step=step_name,
                 argv=templates.argv(context),
-                env=env,
+                env=templates.env(context),
                 coords=coords,
                 parents=parents,
                 inputs=templates.inputs(context),
@@ -117,21 +131,76 @@ def _expand(spec: Spec, run_id: str | None, overrides: Mapping[str, Any], trial_
                 params=step_params,
                 metrics=templates.metrics(context),
             )
-            nodes[name] = node
+            self.nodes[name] = node
             produced.append(node)
-        by_coords[step_name] = produced
+        self.by_step[step_name] = produced
         if step.publish:
-            _add_publish(spec, step_name, step, info, produced, templates, context, nodes, steps, by_coords)
+            self._add_publish(step_name, step.publish, info, produced, context)
         if step.promote_if:
-            _add_promote(spec, step_name, step, info, produced, templates, context, nodes, steps, by_coords)
-    return Plan(
-        pipeline=model.name,
-        run_id=run_id,
-        source=str(spec.file),
-        steps=steps,
-        nodes=nodes,
-        workdir=str(spec.file.parent),
-    )
+            self._add_promote(step_name, step, info, produced, context)
+
+    def _add_publish(
+        self, step_name: str, publish: str, info: StepInfo, produced: list[Node], context: dict[str, str]
+    ) -> None:
+        """`<step>.publish.<coords>`: after each node, upload its outputs to its rendered `publish:`."""
+        self.steps[step_name + PUBLISH_SUFFIX] = _helper_step(info, PUBLISH_SUFFIX)
+        published = []
+        for node in produced:
+            context.update(node.coords)
+            url = _render(publish, context)
+            helper = self._helper_node(step_name, PUBLISH_SUFFIX, node, ["publish", url, *node.outputs])
+            helper.inputs = list(node.outputs)
+            published.append(helper)
+        self.by_step[step_name + PUBLISH_SUFFIX] = published
+
+    def _add_promote(
+        self, step_name: str, step: StepSpec, info: StepInfo, produced: list[Node], context: dict[str, str]
+    ) -> None:
+        """`<step>.promote.<coords>`: after each evaluate node and the publish of the model it evaluated,
+        move the `than` pointer to that model if its metric is better."""
+        promote = step.promote_if
+        assert promote is not None
+        model = promote.model or next(need for need in step.needs if self.spec.model.steps[need].publish)
+        model_axes = [axis for axis in self.steps[model].axes if axis in info.axes]
+        _, index = _index(self.by_step[model + PUBLISH_SUFFIX], model_axes)
+        self.steps[step_name + PROMOTE_SUFFIX] = _helper_step(info, PROMOTE_SUFFIX)
+        for node in produced:
+            context.update(node.coords)
+            publishers = index.get(tuple(node.coords[axis] for axis in model_axes), [])
+            if len(publishers) != 1 or not node.metrics:  # validation rules both out
+                raise AssertionError(f"{node.name}: expected one published model and a metrics file")
+            name = ".".join((step_name + PROMOTE_SUFFIX, *node.coords.values()))
+            argv = [
+                "promote",
+                "--metrics", node.metrics,
+                "--metric", promote.metric,
+                "--better", promote.better,
+                "--than", _render(promote.than, context),
+                "--model", publishers[0].argv[2],
+                "--min-delta", repr(promote.min_delta),
+                "--run-id", context["run.id"],
+                "--node", name,
+            ]  # fmt: skip
+            helper = self._helper_node(step_name, PROMOTE_SUFFIX, node, argv)
+            helper.parents.append(publishers[0].name)
+
+    def _helper_node(self, step: str, suffix: str, of: Node, argv: list[str]) -> Node:
+        """A node dagflow adds after `of` to run one of its own commands."""
+        name = ".".join((step + suffix, *of.coords.values()))
+        if name in self.nodes:
+            raise _collision(self.spec, step, name)
+        node = Node(
+            name=name,
+            step=step + suffix,
+            argv=[DAGFLOW_LAUNCHER, *argv],
+            env=of.env,
+            coords=of.coords,
+            parents=[of.name],
+            trial=of.trial,
+            params=of.params,
+        )
+        self.nodes[name] = node
+        return node
 
 
 def _helper_step(info: StepInfo, suffix: str) -> StepInfo:
@@ -152,87 +221,8 @@ def _helper_step(info: StepInfo, suffix: str) -> StepInfo:
     )
 
 
-def _helper_node(spec: Spec, step: str, suffix: str, of: Node, argv: list[str], nodes: dict[str, Node]) -> Node:
-    name = ".".join((step + suffix, *of.coords.values()))
-    if name in nodes:
-        raise _collision(spec, step, name)
-    node = Node(
-        name=name,
-        step=step + suffix,
-        argv=[DAGFLOW_LAUNCHER, *argv],
-        env=of.env,
-        coords=of.coords,
-        parents=[of.name],
-        trial=of.trial,
-        params=of.params,
-    )
-    nodes[name] = node
-    return node
-
-
-def _add_publish(
-    spec: Spec,
-    step_name: str,
-    step: StepSpec,
-    info: StepInfo,
-    produced: list[Node],
-    templates: _StepTemplates,
-    context: dict[str, str],
-    nodes: dict[str, Node],
-    steps: dict[str, StepInfo],
-    by_coords: dict[str, list[Node]],
-) -> None:
-    """`<step>.publish.<coords>`: after each node, upload its outputs to its rendered `publish:`."""
-    steps[step_name + PUBLISH_SUFFIX] = _helper_step(info, PUBLISH_SUFFIX)
-    published = []
-    for node in produced:
-        context.update(node.coords)
-        url = templates.render(step.publish or "", context)
-        helper = _helper_node(spec, step_name, PUBLISH_SUFFIX, node, ["publish", url, *node.outputs], nodes)
-        helper.inputs = list(node.outputs)
-        published.append(helper)
-    by_coords[step_name + PUBLISH_SUFFIX] = published
-
-
-def _add_promote(
-    spec: Spec,
-    step_name: str,
-    step: StepSpec,
-    info: StepInfo,
-    produced: list[Node],
-    templates: _StepTemplates,
-    context: dict[str, str],
-    nodes: dict[str, Node],
-    steps: dict[str, StepInfo],
-    by_coords: dict[str, list[Node]],
-) -> None:
-    """`<step>.promote.<coords>`: after each evaluate node and the publish of the model it evaluated,
-    move the `than` pointer to that model if its metric is better."""
-    promote = step.promote_if
-    assert promote is not None
-    model = promote.model or next(need for need in step.needs if spec.model.steps[need].publish)
-    model_axes = [axis for axis in steps[model].axes if axis in info.axes]
-    _, index = _index(by_coords[model + PUBLISH_SUFFIX], model_axes)
-    steps[step_name + PROMOTE_SUFFIX] = _helper_step(info, PROMOTE_SUFFIX)
-    for node in produced:
-        context.update(node.coords)
-        publishers = index.get(tuple(node.coords[axis] for axis in model_axes), [])
-        if len(publishers) != 1 or not node.metrics:  # validation rules both out
-            raise AssertionError(f"{node.name}: expected one published model and a metrics file")
-        name = ".".join((step_name + PROMOTE_SUFFIX, *node.coords.values()))
-        argv = [
-            "promote",
-            "--metrics", node.metrics,
-            "--metric", promote.metric,
-            "--better", promote.better,
-            "--than", templates.render(promote.than, context),
-            "--model", publishers[0].argv[2],
-            "--min-delta", repr(promote.min_delta),
-            "--run-id", context["run.id"],
-            "--node", name,
-        ]  # fmt: skip
-        helper = _helper_node(spec, step_name, PROMOTE_SUFFIX, node, argv, nodes)
-        helper.parents.append(publishers[0].name)
+def _render(text: str, context: dict[str, str]) -> str:
+    return parse_template(text).render(context)
 
 
 def _index(nodes: Iterable[Node], axes: list[str]) -> tuple[list[str], dict[tuple[str, ...], list[Node]]]:
@@ -316,10 +306,6 @@ class _StepTemplates:
         if self._metrics is not None:
             every.append(self._metrics)
         self.variables = frozenset(name for template in every for name in template.variables)
-
-    @staticmethod
-    def render(text: str, context: dict[str, str]) -> str:
-        return parse_template(text).render(context)
 
     def argv(self, context: dict[str, str]) -> list[str]:
         return [template.render(context) for template in self._argv]
