@@ -158,8 +158,9 @@ def _scan_events(data: bytes) -> dict[str, NodeJob]:
         if previous is not None:
             job.jobs = previous.jobs + 1
         if holds or evictions:
-            job.holds = holds[cluster] + (previous.holds if previous else 0)
-            job.evictions = evictions[cluster] + (previous.evictions if previous else 0)
+            # .get, not Counter's []: a miss there is a Python-level __missing__ call per job
+            job.holds = holds.get(cluster, 0) + (previous.holds if previous else 0)
+            job.evictions = evictions.get(cluster, 0) + (previous.evictions if previous else 0)
         event = executed.get(cluster)
         if event is not None:
             job.started = times[event[2]] if event[2] in times else clock(event[2])
