@@ -210,6 +210,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--regions", type=int, default=41)
     parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="rounds, alternating the two sides; each side's fastest counts"
+    )
     parser.add_argument("--worker", choices=["dagflow", "htcondor2.dags"], help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -219,12 +222,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dagflow-bench-") as tmp:
         work = Path(tmp)
         (work / "pipeline.yaml").write_text(pipeline_yaml(options.regions, options.trials))
-        ours = measure("dagflow", work, options.regions, options.trials)
-        theirs = measure("htcondor2.dags", work, options.regions, options.trials)
+        # alternating rounds so both sides see the same machine load; the fastest run of each counts
+        rounds = [
+            (measure("dagflow", work, options.regions, options.trials),
+             measure("htcondor2.dags", work, options.regions, options.trials))
+            for _ in range(max(1, options.repeat))
+        ]  # fmt: skip
+        ours = min((mine for mine, _ in rounds), key=lambda row: row["total"])
+        theirs = min((other for _, other in rounds), key=lambda row: row["total"])
     ratio = ours["total"] / theirs["total"]
     print(
         f"pipeline: {options.regions} regions x {options.trials} trials x 3 steps + report over regions "
-        f"= {int(ours['nodes']):,} nodes (htcondor2.dags graph: {int(theirs['nodes']):,})"
+        f"= {int(ours['nodes']):,} nodes (htcondor2.dags graph: {int(theirs['nodes']):,}); "
+        f"best of {max(1, options.repeat)} alternating rounds"
     )
     print(
         f"{'':18}{'load+validate':>14}{'expand/build':>14}{'write':>9}{'total':>9}{'peak RSS':>11}"
