@@ -7,11 +7,12 @@ directory; status, resume and reports read that directory.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from dagflow.plan import Plan
 
 
+@runtime_checkable
 class Engine(Protocol):
     name: str
 
