@@ -3,14 +3,15 @@
 Events, with short keys because a big run writes two per node:
 
     {"e": "run", "t": wall, "pid": runner pid, "resume": bool}          a runner started on this run
-    {"e": "start", "n": node, "a": attempt, "pid": pid, "st": ticks, "t": wall}
+    {"e": "start", "n": node, "a": attempt, "pid": pid, "t": wall}
     {"e": "end", "n": node, "a": attempt, "s": state, "rc": code, "why": text, "k": cache key, "t": wall}
     {"e": "cached", "n": node, "k": cache key, "t": wall}               skipped: unchanged since it last ran
     {"e": "upstream_failed", "n": [nodes], "by": node, "t": wall}
     {"e": "finish", "s": run state, "t": wall}
 
-`st` is the node's process start time (clock ticks since boot, from /proc) so that a later runner can
-tell the node's process from an unrelated one that reused its pid. An "end" state is succeeded, failed,
+A later runner tells the node's process (`pid`) from an unrelated one that reused its pid by the
+process's environment (procs.py). Journals written before that also hold `st`, the process start time
+in clock ticks; it is still read, and no longer used. An "end" state is succeeded, failed,
 interrupted, or retry (the node will start again). Every event is written with one write(2) as soon as
 it happens, so a runner killed with SIGKILL loses nothing that it wrote; terminal events are also
 fdatasync'ed, grouped per event-loop iteration (`JournalWriter.commit`) and synced by a background

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dagflow.engines.local.options import RunResult
+from dagflow.engines.local.output import nonempty
 from dagflow.engines.local.reporting import Reporter, RunInfo, summary_lines
 from dagflow.plan import Plan
 from dagflow.run.journal import CACHED, FAILED, PENDING, RUNNING, SUCCEEDED, UPSTREAM_FAILED
@@ -95,7 +96,7 @@ class RichReporter(Reporter):
         elif state == FAILED:
             self.group_failed[group] += 1
             logs = [self.info.run_dir / "logs" / f"{name}{suffix}" for suffix in (".err", ".out")]
-            log = next((f"; see {path}" for path in logs if path.exists()), "")
+            log = next((f"; see {path}" for path in logs if nonempty(path)), "")
             self._print(Text(f"failed {name}: {why}{log}", style="bold red"))
 
     def node_cached(self, name: str) -> None:

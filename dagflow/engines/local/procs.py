@@ -1,18 +1,20 @@
 """Processes: launching a node in its own process group, killing its process group, and orphan cleanup.
 
-Each node runs in a new process group (its group id is its pid), its stdout and stderr going to
-pipes the runner reads (output.py). A process group, not a session: setsid(2) costs about 2 ms
-more per spawn on Linux with scheduler autogroups (each session gets its own), which is most of a
-trivial node's cost, and a group is all that killing a node's process tree needs. Ctrl-C in a terminal
+Each node runs in a new process group (its group id is its pid), started with posix_spawn in the
+runner's working directory (the runner moves into the plan's workdir once), its stdout and stderr
+going to log files the child opens itself (output.py). A process group, not a session: setsid(2)
+costs about 2 ms more per spawn on Linux with scheduler autogroups (each session gets its own), which
+is most of a trivial node's cost, and a group is all that killing a node's process tree needs. Ctrl-C in a terminal
 reaches only the foreground group (the runner's), which then stops the nodes itself.
 
 If the runner itself is killed (SIGKILL, OOM, a crash), its nodes become orphans whose exit status
-nobody can collect. One that writes output dies of SIGPIPE, since the runner held its pipes; one that
-does not keeps running. The journal records each node's pid and process start time the moment it
-starts; the next runner on that run (`--resume`) finds every node the journal shows as running, and if
-that pid is still the same process (same start time) it kills the node's whole process group (SIGTERM,
-then SIGKILL after a grace period) and runs the node again. Killing rather than waiting is deliberate:
-an orphan's exit code is lost, so its work could never be trusted as finished anyway.
+nobody can collect, and they keep running (they write to files, not to pipes of the runner's). The
+journal records each node's pid the moment it starts; the next runner on that run (`--resume`) finds
+every node the journal shows as running, and if that pid is still the node's process (its environment,
+/proc/<pid>/environ, holds the run's DAGFLOW_RUN_ID and the node's DAGFLOW_NODE) it kills the node's
+whole process group (SIGTERM, then SIGKILL after a grace period) and runs the node again. Killing
+rather than waiting is deliberate: an orphan's exit code is lost, so its work could never be trusted
+as finished anyway.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import errno
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterable
@@ -54,40 +55,32 @@ class Child:
     """A started node process. Reaped with waitpid(pid) only, never a wait for any child, so the
     runner can live inside a program that has children of its own."""
 
-    __slots__ = ("_popen", "pid")
+    __slots__ = ("pid",)
 
-    def __init__(self, pid: int, popen: subprocess.Popen[bytes] | None = None) -> None:
+    def __init__(self, pid: int) -> None:
         self.pid = pid
-        self._popen = popen  # kept so that subprocess never reaps it behind our back
 
     def poll(self) -> int | None:
         """Its exit code (negative: the signal that killed it), or None while it runs."""
         pid, status = os.waitpid(self.pid, os.WNOHANG)
         if pid == 0:
             return None
-        code = os.waitstatus_to_exitcode(status)
-        if self._popen is not None:
-            self._popen.returncode = code
-        return code
+        return os.waitstatus_to_exitcode(status)
 
 
 # Python ignores SIGPIPE and SIGXFSZ for itself; a node gets the defaults back, as Popen does.
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 
 
-def spawn(argv: list[str], cwd: str, env: dict[str, str], stdin: int, stdout: int, stderr: int) -> Child:
-    """Start argv in a new process group with the given stdin, stdout and stderr fds.
+def spawn(argv: list[str], env: dict[str, str], file_actions: list[tuple]) -> Child:
+    """Start argv in a new process group, in the current directory, with the given file actions.
 
-    Where cwd is already the current directory, posix_spawn is used: it has no way to change
-    directory, but starts a process in about half the time Popen takes.
+    posix_spawn starts a process in about half the time subprocess.Popen takes; it cannot change
+    directory, which is why the runner runs in the plan's workdir.
     """
-    if os.getcwd() == cwd:
-        actions = [(os.POSIX_SPAWN_DUP2, stdin, 0), (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)]
-        program = resolve_program(argv[0], env.get("PATH", os.defpath))
-        pid = os.posix_spawn(program, argv, env, file_actions=actions, setpgroup=0, setsigdef=_DEFAULT_SIGNALS)
-        return Child(pid)
-    popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, process_group=0)
-    return Child(popen.pid, popen)
+    program = resolve_program(argv[0], env.get("PATH", os.defpath))
+    pid = os.posix_spawn(program, argv, env, file_actions=file_actions, setpgroup=0, setsigdef=_DEFAULT_SIGNALS)
+    return Child(pid)
 
 
 _resolved: dict[tuple[str, str], str] = {}
@@ -108,25 +101,26 @@ def resolve_program(name: str, path: str) -> str:
     return found
 
 
-def start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat)."""
-    stat = _read_stat(pid)
-    return int(stat[19]) if stat else None
-
-
-def _read_stat(pid: int) -> list[str] | None:
-    """Fields 3.. of /proc/<pid>/stat (after the parenthesised command name, which may hold spaces)."""
+def _read_proc(pid: int, name: str) -> bytes | None:
     try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        data = os.read(fd, 4096)
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
     except OSError:
         return None
     finally:
         os.close(fd)
-    return data[data.rfind(b")") + 2 :].decode().split()
+
+
+def _read_stat(pid: int) -> list[str] | None:
+    """Fields 3.. of /proc/<pid>/stat (after the parenthesised command name, which may hold spaces)."""
+    data = _read_proc(pid, "stat")
+    return data[data.rfind(b")") + 2 :].decode().split() if data else None
 
 
 def kill_group(pgid: int, sig: int) -> bool:
@@ -137,30 +131,35 @@ def kill_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def _same_live_process(pid: int, ticks: int) -> bool:
-    stat = _read_stat(pid)
-    return stat is not None and stat[0] != "Z" and int(stat[19]) == ticks
+def _is_node_process(pid: int, run_id: str, node: str) -> bool:
+    """Whether pid is a live (not zombie) process of that run's node, by its environment."""
+    environ = _read_proc(pid, "environ")
+    if not environ:  # gone, a zombie (its environment is unreadable), or not ours
+        return False
+    variables = set(environ.split(b"\0"))
+    return f"DAGFLOW_RUN_ID={run_id}".encode() in variables and f"DAGFLOW_NODE={node}".encode() in variables
 
 
-def kill_orphans(orphans: Iterable[tuple[int, int | None]], grace_s: float) -> int:
-    """Kill the process groups of (pid, start ticks) nodes a dead runner left; return how many lived.
+def kill_orphans(orphans: Iterable[tuple[int, str]], run_id: str, grace_s: float) -> int:
+    """Kill the process groups of (pid, node) nodes a dead runner of run_id left; return how many lived.
 
     A pid that no longer exists may still name a process group whose leader exited (Linux keeps a pid
     reserved while it is some group's id), so that group gets SIGKILL; a pid now used by a different
-    process (other start time) means the group is gone, and is left alone.
+    process (one without that run's and node's DAGFLOW_RUN_ID and DAGFLOW_NODE) means the group is
+    gone, and is left alone.
     """
     live = []
-    for pid, ticks in orphans:
-        if ticks is not None and _same_live_process(pid, ticks):
+    for pid, node in orphans:
+        if _is_node_process(pid, run_id, node):
             kill_group(pid, signal.SIGTERM)
-            live.append((pid, ticks))
+            live.append((pid, node))
         elif _read_stat(pid) is None:
             kill_group(pid, signal.SIGKILL)
     deadline = time.monotonic() + grace_s
     waiting = list(live)
     while waiting and time.monotonic() < deadline:
         time.sleep(0.05)
-        waiting = [(pid, ticks) for pid, ticks in waiting if _same_live_process(pid, ticks)]
+        waiting = [(pid, node) for pid, node in waiting if _is_node_process(pid, run_id, node)]
     for pid, _ in live:
         kill_group(pid, signal.SIGKILL)
     return len(live)

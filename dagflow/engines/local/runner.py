@@ -1,10 +1,15 @@
 """The local runner: one event loop that runs a plan's nodes as processes on this machine.
 
-The loop waits on one selector holding, per running node, a pidfd (readable when it exits) and its
-stdout and stderr pipes, plus a self-pipe for stop requests, with a timeout set by the nearest timer
+The loop waits on one selector holding, per running node, a pidfd (readable when it exits), plus a
+self-pipe for stop requests, with a timeout set by the nearest timer
 (node timeouts, SIGKILL escalations, progress ticks). It does not poll (except on kernels without
 pidfds) and starts no thread per node. Exits seen in one iteration are journaled at once and
 committed together (the journal's one syncer thread fdatasyncs them while the loop goes on).
+
+Nodes are started with posix_spawn and open their own log files (output.py), so the runner handles no
+output. posix_spawn cannot change directory: the runner moves into the plan's workdir for the length of
+`run()` (every path it keeps is absolute) and moves back after, so a program embedding it must not rely
+on its working directory from other threads meanwhile.
 """
 
 from __future__ import annotations
@@ -32,16 +37,8 @@ from dagflow.engines.local.options import (
     RunOptions,
     RunResult,
 )
-from dagflow.engines.local.output import NodeOutput
-from dagflow.engines.local.procs import (
-    Child,
-    command_for,
-    kill_group,
-    kill_orphans,
-    spawn,
-    start_ticks,
-    with_interpreter_on_path,
-)
+from dagflow.engines.local.output import nonempty, spawn_actions, write_first
+from dagflow.engines.local.procs import Child, command_for, kill_group, kill_orphans, spawn, with_interpreter_on_path
 from dagflow.engines.local.reporting import Reporter, RunInfo
 from dagflow.engines.local.resources import Gpu, Machine, ResourcePool
 from dagflow.plan import Node, Plan, StepInfo
@@ -73,7 +70,6 @@ class _Running:
     attempt: int
     started: float  # monotonic
     gpus: tuple[Gpu, ...]
-    output: NodeOutput | None
     kill_reason: str | None = None  # "timeout" or "interrupt" once the runner has sent SIGTERM
 
 
@@ -95,7 +91,7 @@ class LocalRunner:
 
     def __init__(self, plan: Plan, layout: RunLayout, machine: Machine, options: RunOptions) -> None:
         self.plan = plan
-        self.layout = layout
+        self.layout = RunLayout(layout.runs_dir.absolute(), layout.run_id)  # the runner changes directory
         self.options = options
         self.jobs = options.jobs or machine.cpus
         self.pool = ResourcePool(machine, self.jobs)
@@ -133,17 +129,25 @@ class LocalRunner:
             raise
         restore = self._install_signal_handlers()
         self.cache = (
-            NodeCache(self.options.cache_dir or self.layout.cache_dir, Path(self.workdir))
+            NodeCache(Path(self.options.cache_dir or self.layout.cache_dir).absolute(), Path(self.workdir))
             if self.options.use_cache
             else None
         )
-        self.logs_dir = str(self.layout.logs_dir.absolute())
+        self.logs_dir = str(self.layout.logs_dir)
         self.selector = selectors.DefaultSelector()
         self.selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._devnull = os.open(os.devnull, os.O_RDONLY)
         try:
+            previous_cwd = os.getcwd()
+        except OSError:  # it was removed
+            previous_cwd = None
+        try:
+            os.chdir(self.workdir)  # nodes run here (posix_spawn cannot change directory)
             return self._run()
         finally:
+            if previous_cwd is not None:
+                with contextlib.suppress(OSError):
+                    os.chdir(previous_cwd)
             for running in list(self.running.values()):  # only after an unexpected error
                 if running.proc is not None:
                     kill_group(running.proc.pid, signal.SIGKILL)
@@ -180,12 +184,12 @@ class LocalRunner:
         t0 = time.monotonic()
         prior = read_journal(self.layout.journal_path)
         orphans = [
-            (record.pid, record.start_ticks)
-            for record in prior.nodes.values()
+            (record.pid, name)
+            for name, record in prior.nodes.items()
             if record.state in (RUNNING, RETRYING) and record.pid
         ]
         if orphans:
-            kill_orphans(orphans, self.options.kill_grace_s)
+            kill_orphans(orphans, self.layout.run_id, self.options.kill_grace_s)
         done = {name for name in prior.done() if name in self.plan.nodes}
         for name in done:
             self.states[name] = prior.nodes[name].state
@@ -199,7 +203,7 @@ class LocalRunner:
         self._env = dict(os.environ)
         self._env["PATH"] = with_interpreter_on_path(self._env.get("PATH", ""))
         self._env["DAGFLOW_RUN_ID"] = self.layout.run_id
-        self._env["DAGFLOW_RUN_DIR"] = str(self.layout.run_dir.absolute())
+        self._env["DAGFLOW_RUN_DIR"] = str(self.layout.run_dir)
         self.reporter.run_started(
             RunInfo(self.plan, self.layout.run_id, self.layout.run_dir, self.jobs, prior.runners > 0, done)
         )
@@ -294,28 +298,22 @@ class LocalRunner:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu.index for gpu in gpus)
         argv = command_for(node.argv, env)
         now = time.monotonic()
-        output = NodeOutput(self.logs_dir, name, attempt)
         try:
-            proc = spawn(argv, self.workdir, env, self._devnull, *output.write_fds)
+            proc = spawn(argv, env, spawn_actions(self.logs_dir, name, attempt, self._devnull))
         except OSError as error:
             why = f"cannot start {argv[0]!r}: {error.strerror or error}"
-            output.write(1, f"dagflow: {why}\n".encode())
-            output.close()
-            running = _Running(name, step, None, None, attempt, now, gpus, None)
+            write_first(self.logs_dir, name, attempt, 1, f"dagflow: {why}\n".encode())
+            running = _Running(name, step, None, None, attempt, now, gpus)
             self.running[name] = running
             self.states[name] = RUNNING
             self._finished(running, 127, why)
             return
-        finally:
-            output.close_write_ends()
         pid = proc.pid
         # Written before anything else can happen, so a runner killed from here on leaves a record
-        # of this process for the next runner to clean up.
-        self.journal.write({"e": "start", "n": name, "a": attempt, "pid": pid, "st": start_ticks(pid)})
-        running = _Running(name, step, proc, None, attempt, now, gpus, output)
+        # of this process for the next runner to clean up (found again by its pid and environment).
+        self.journal.write({"e": "start", "n": name, "a": attempt, "pid": pid})
+        running = _Running(name, step, proc, None, attempt, now, gpus)
         register = self.selector.register
-        register(output.read_fds[0], selectors.EVENT_READ, (running, 0))
-        register(output.read_fds[1], selectors.EVENT_READ, (running, 1))
         if _HAS_PIDFD:
             try:
                 running.pidfd = os.pidfd_open(pid)
@@ -349,13 +347,6 @@ class LocalRunner:
             data = key.data
             if data is None:
                 self._drain_wakeups()
-            elif type(data) is tuple:
-                running, stream = data
-                output = running.output
-                # (an exit handled earlier in this batch has already drained and closed this pipe)
-                if output.read_fds[stream] == key.fd and not output.pump(stream):
-                    self.selector.unregister(key.fd)
-                    output.close_stream(stream)
             elif self.running.get(data.name) is data:
                 rc = data.proc.poll()
                 if rc is not None:
@@ -415,11 +406,6 @@ class LocalRunner:
             os.close(running.pidfd)
         # Whatever the node left behind in its process group goes with it, as under HTCondor.
         kill_group(running.proc.pid, signal.SIGKILL)
-        output = running.output
-        for fd in output.read_fds:
-            if fd >= 0:
-                self.selector.unregister(fd)
-        output.close()
         why = None
         if running.kill_reason == "timeout":
             why = f"timed out after {running.step.timeout_s}s"
@@ -467,7 +453,8 @@ class LocalRunner:
             self.states[name] = INTERRUPTED
         else:
             self.states[name] = FAILED
-            log = next((p for p in (self.layout.stderr_path(name), self.layout.stdout_path(name)) if p.exists()), None)
+            logs = (self.layout.stderr_path(name), self.layout.stdout_path(name))
+            log = next((path for path in logs if nonempty(path)), None)
             self.failures.append(Failure(name, why or describe_exit(rc), attempt, log))
             blocked = self.tracker.failed(name)
             if blocked:
