@@ -91,7 +91,7 @@ def test_retries_until_success_and_unless_exit_codes_stop_retrying(tmp_path: Pat
         [flaky, fatal],
         [
             # fails twice with exit 1, then succeeds
-            node("f", "flaky", 'echo x >> f.count; [ "$(wc -l < f.count)" -ge 3 ]'),
+            node("f", "flaky", 'echo x >> f.count; echo "try $(wc -l < f.count)" >&2; [ "$(wc -l < f.count)" -ge 3 ]'),
             node("g", "fatal", "echo x >> g.count; exit 4"),
         ],
     )
@@ -101,6 +101,8 @@ def test_retries_until_success_and_unless_exit_codes_stop_retrying(tmp_path: Pat
     assert len(lines(tmp_path / "g.count")) == 1
     record = read_journal(RunLayout(tmp_path / ".dagflow" / "runs", "r1").journal_path).nodes["f"]
     assert record.attempts == 3
+    err = RunLayout(tmp_path / ".dagflow" / "runs", "r1").stderr_path("f").read_text()
+    assert err == "try 1\n\n=== dagflow: attempt 2 ===\ntry 2\n\n=== dagflow: attempt 3 ===\ntry 3\n"
 
 
 def _alive(pid: int) -> bool:
