@@ -9,7 +9,8 @@ committed together (the journal's one syncer thread fdatasyncs them while the lo
 Nodes are started with posix_spawn and open their own log files (output.py), so the runner handles no
 output. posix_spawn cannot change directory: the runner moves into the plan's workdir for the length of
 `run()` (every path it keeps is absolute) and moves back after, so a program embedding it must not rely
-on its working directory from other threads meanwhile.
+on its working directory from other threads meanwhile, nor run two runners with different workdirs in
+threads of one process at once (the engine runs each background run as its own process).
 """
 
 from __future__ import annotations
