@@ -1,8 +1,8 @@
 """Where a run's files live: `<runs-dir>/<run-id>/{plan.json, journal.jsonl, logs/<node>.out|.err}`.
 
-The local engine creates both log files of every node it starts (the node opens them itself, see
-engines/local/output.py), so a node that printed nothing to stderr has an empty `.err`. The node cache
-is a sibling of the runs directory (`.dagflow/cache/` beside `.dagflow/runs/`).
+A node's log file is created when that stream first says something: a node that printed nothing to
+stderr has no `.err`. The node cache is a sibling of the runs directory (`.dagflow/cache/` beside
+`.dagflow/runs/`).
 """
 
 from __future__ import annotations

@@ -2,19 +2,19 @@
 
 Each node runs in a new process group (its group id is its pid), started with posix_spawn in the
 runner's working directory (the runner moves into the plan's workdir once), its stdout and stderr
-going to log files the child opens itself (output.py). A process group, not a session: setsid(2)
-costs about 2 ms more per spawn on Linux with scheduler autogroups (each session gets its own), which
-is most of a trivial node's cost, and a group is all that killing a node's process tree needs. Ctrl-C in a terminal
+going to pipes the runner reads (output.py). A process group, not a session: setsid(2) costs about 2
+ms more per spawn on Linux with scheduler autogroups (each session gets its own), which is most of a
+trivial node's cost, and a group is all that killing a node's process tree needs. Ctrl-C in a terminal
 reaches only the foreground group (the runner's), which then stops the nodes itself.
 
 If the runner itself is killed (SIGKILL, OOM, a crash), its nodes become orphans whose exit status
-nobody can collect, and they keep running (they write to files, not to pipes of the runner's). The
-journal records each node's pid the moment it starts; the next runner on that run (`--resume`) finds
-every node the journal shows as running, and if that pid is still the node's process (its environment,
-/proc/<pid>/environ, holds the run's DAGFLOW_RUN_ID and the node's DAGFLOW_NODE) it kills the node's
-whole process group (SIGTERM, then SIGKILL after a grace period) and runs the node again. Killing
-rather than waiting is deliberate: an orphan's exit code is lost, so its work could never be trusted
-as finished anyway.
+nobody can collect. One that writes output dies of SIGPIPE, since the runner held its pipes; one that
+does not keeps running. The journal records each node's pid the moment it starts; the next runner on
+that run (`--resume`) finds every node the journal shows as running, and if that pid is still the
+node's process (its environment, /proc/<pid>/environ, holds the run's DAGFLOW_RUN_ID and the node's
+DAGFLOW_NODE) it kills the node's whole process group (SIGTERM, then SIGKILL after a grace period) and
+runs the node again. Killing rather than waiting is deliberate: an orphan's exit code is lost, so its
+work could never be trusted as finished anyway.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """The local runner: one event loop that runs a plan's nodes as processes on this machine.
 
-The loop waits on one selector holding, per running node, a pidfd (readable when it exits), plus a
-self-pipe for stop requests, with a timeout set by the nearest timer
+The loop waits on one selector holding, per running node, a pidfd (readable when it exits) and its
+stdout and stderr pipes, plus a self-pipe for stop requests, with a timeout set by the nearest timer
 (node timeouts, SIGKILL escalations, progress ticks). It does not poll (except on kernels without
-pidfds) and starts no thread per node. Exits seen in one iteration are journaled at once and
-committed together (the journal's one syncer thread fdatasyncs them while the loop goes on).
+pidfds) and starts no thread per node. Exits seen in one iteration are journaled at once and committed
+together (the journal's one syncer thread fdatasyncs them while the loop goes on).
 
-Nodes are started with posix_spawn and open their own log files (output.py), so the runner handles no
-output. posix_spawn cannot change directory: the runner moves into the plan's workdir for the length of
-`run()` (every path it keeps is absolute) and moves back after, so a program embedding it must not rely
-on its working directory from other threads meanwhile, nor run two runners with different workdirs in
-threads of one process at once (the engine runs each background run as its own process).
+Nodes are started with posix_spawn, which cannot change directory: the runner moves into the plan's
+workdir for the length of `run()` (every path it keeps is absolute) and moves back after, so a program
+embedding it must not rely on its working directory from other threads meanwhile, nor run two runners
+with different workdirs in threads of one process at once (the engine runs each background run as its
+own process).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from dagflow.engines.local.options import (
     RunOptions,
     RunResult,
 )
-from dagflow.engines.local.output import nonempty, spawn_actions, write_first
+from dagflow.engines.local.output import NodeOutput, nonempty
 from dagflow.engines.local.procs import Child, command_for, kill_group, kill_orphans, spawn, with_interpreter_on_path
 from dagflow.engines.local.reporting import Reporter, RunInfo
 from dagflow.engines.local.resources import Gpu, Machine, ResourcePool
@@ -59,6 +59,7 @@ from dagflow.run.layout import RunLayout
 from dagflow.run.lock import RunLock
 
 _HAS_PIDFD = hasattr(os, "pidfd_open")
+_DUP2 = os.POSIX_SPAWN_DUP2
 _FALLBACK_POLL_S = 0.02  # without pidfds (not Linux) exits are found by polling at this interval
 
 
@@ -71,6 +72,7 @@ class _Running:
     attempt: int
     started: float  # monotonic
     gpus: tuple[Gpu, ...]
+    output: NodeOutput | None
     kill_reason: str | None = None  # "timeout" or "interrupt" once the runner has sent SIGTERM
 
 
@@ -299,22 +301,30 @@ class LocalRunner:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu.index for gpu in gpus)
         argv = command_for(node.argv, env)
         now = time.monotonic()
+        output = NodeOutput(self.logs_dir, name, attempt)
+        out_w, err_w = output.write_fds
+        actions = [(_DUP2, self._devnull, 0), (_DUP2, out_w, 1), (_DUP2, err_w, 2)]
         try:
-            proc = spawn(argv, env, spawn_actions(self.logs_dir, name, attempt, self._devnull))
+            proc = spawn(argv, env, actions)
         except OSError as error:
             why = f"cannot start {argv[0]!r}: {error.strerror or error}"
-            write_first(self.logs_dir, name, attempt, 1, f"dagflow: {why}\n".encode())
-            running = _Running(name, step, None, None, attempt, now, gpus)
+            output.write(1, f"dagflow: {why}\n".encode())
+            output.close()
+            running = _Running(name, step, None, None, attempt, now, gpus, None)
             self.running[name] = running
             self.states[name] = RUNNING
             self._finished(running, 127, why)
             return
+        finally:
+            output.close_write_ends()
         pid = proc.pid
         # Written before anything else can happen, so a runner killed from here on leaves a record
         # of this process for the next runner to clean up (found again by its pid and environment).
         self.journal.write({"e": "start", "n": name, "a": attempt, "pid": pid})
-        running = _Running(name, step, proc, None, attempt, now, gpus)
+        running = _Running(name, step, proc, None, attempt, now, gpus, output)
         register = self.selector.register
+        register(output.read_fds[0], selectors.EVENT_READ, (running, 0))
+        register(output.read_fds[1], selectors.EVENT_READ, (running, 1))
         if _HAS_PIDFD:
             try:
                 running.pidfd = os.pidfd_open(pid)
@@ -348,6 +358,13 @@ class LocalRunner:
             data = key.data
             if data is None:
                 self._drain_wakeups()
+            elif type(data) is tuple:
+                running, stream = data
+                output = running.output
+                # (an exit handled earlier in this batch has already drained and closed this pipe)
+                if output.read_fds[stream] == key.fd and not output.pump(stream):
+                    self.selector.unregister(key.fd)
+                    output.close_stream(stream)
             elif self.running.get(data.name) is data:
                 rc = data.proc.poll()
                 if rc is not None:
@@ -407,6 +424,11 @@ class LocalRunner:
             os.close(running.pidfd)
         # Whatever the node left behind in its process group goes with it, as under HTCondor.
         kill_group(running.proc.pid, signal.SIGKILL)
+        output = running.output
+        for fd in output.read_fds:
+            if fd >= 0:
+                self.selector.unregister(fd)
+        output.close()
         why = None
         if running.kill_reason == "timeout":
             why = f"timed out after {running.step.timeout_s}s"
