@@ -89,3 +89,26 @@ def test_compile_default_output_dir(tmp_path: Path, monkeypatch) -> None:  # typ
     result = CliRunner().invoke(app, ["compile", str(EXAMPLE), "--run-id", "abc"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / ".dagflow" / "runs" / "abc" / "condor" / "region-retrain.dag").is_file()
+
+
+def test_dagflow_submit_points_compile_at_edited_templates(tmp_path: Path) -> None:
+    """DAGFLOW_SUBMIT (documented in the README) replaces the shipped submit/ templates."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from dagflow.engines.condor.templates import template_dir
+
+    edited = tmp_path / "my-submit"
+    shutil.copytree(template_dir(), edited)
+    train = edited / "train.sub"
+    train.write_text(train.read_text().replace("queue", "accounting_group = site.ml\nqueue"))
+    pipeline = Path(__file__).parent / "data" / "design_sketch.yaml"
+    result = subprocess.run(
+        [sys.executable, "-m", "dagflow", "compile", str(pipeline), "-o", str(tmp_path / "out"), "--run-id", "r1"],
+        env={**os.environ, "DAGFLOW_SUBMIT": str(edited)}, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "accounting_group = site.ml" in (tmp_path / "out" / "train.sub").read_text()
+    assert "accounting_group" not in (tmp_path / "out" / "evaluate.sub").read_text()

@@ -1,15 +1,16 @@
 """Finding and filling the per-kind submit templates (`submit/<kind>.sub`).
 
-Installed, the templates live in the package at dagflow/_data/submit (hatch force-include); in a
-source checkout they are at the repository root in submit/.
+They are found by dagflow.data.data_dir("submit"): the DAGFLOW_SUBMIT override, the package's
+dagflow/_data/submit (hatch force-include), or the repository root's submit/ in a source checkout.
 """
 
 from __future__ import annotations
 
 import re
 from functools import cache
-from importlib import resources
 from pathlib import Path
+
+from dagflow.data import data_dir
 
 FIELD = re.compile(r"\{\{([A-Za-z_]+)\}\}")
 # Lines that are nothing but one block field; dropped when the block is empty.
@@ -37,14 +38,8 @@ REQUIRED_MACROS = ("$(DagflowArgs)", "$(DagflowEnv)")
 
 
 def template_dir() -> Path:
-    """The directory holding <kind>.sub templates, installed or in a source checkout."""
-    installed = Path(str(resources.files("dagflow"))) / "_data" / "submit"
-    if installed.is_dir():
-        return installed
-    checkout = Path(__file__).resolve().parents[3] / "submit"
-    if checkout.is_dir():
-        return checkout
-    raise FileNotFoundError(f"submit templates not found in {installed} or {checkout}")
+    """The directory holding <kind>.sub templates: DAGFLOW_SUBMIT, the installed copy, or the checkout's."""
+    return data_dir("submit")
 
 
 @cache
