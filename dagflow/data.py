@@ -9,6 +9,14 @@ import os
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
+# The directory a child Python needs on sys.path to import this very dagflow (an editable checkout
+# or site-packages): nodes that run `python -m dagflow` must get the code their runner is running.
+IMPORT_ROOT = str(_PACKAGE.parent)
+
+
+def with_import_root(pythonpath: str | None) -> str:
+    """A PYTHONPATH value with IMPORT_ROOT first."""
+    return os.pathsep.join(filter(None, [IMPORT_ROOT, pythonpath]))
 
 
 def data_dir(name: str) -> Path:

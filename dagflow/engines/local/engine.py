@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dagflow.data import with_import_root
 from dagflow.engines.local.graph import PlanError, check_plan
 from dagflow.engines.local.options import RunOptions, RunResult
 from dagflow.engines.local.resources import Machine, ResourceError, detect_machine, infeasible
@@ -128,8 +129,7 @@ class LocalEngine:
         if not self.options.use_cache:
             argv.append("--no-cache")
         env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parents[3])
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = with_import_root(env.get("PYTHONPATH"))
         with open(layout.run_dir / "runner.log", "ab") as log:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env

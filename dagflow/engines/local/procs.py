@@ -28,17 +28,14 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-import dagflow
+from dagflow.data import with_import_root
 from dagflow.plan import DAGFLOW_LAUNCHER
-
-_PACKAGE_ROOT = str(Path(dagflow.__file__).resolve().parent.parent)
 
 
 def command_for(argv: list[str], env: dict[str, str]) -> list[str]:
     """A node running dagflow itself uses this interpreter, and can import this dagflow."""
     if argv and argv[0] == DAGFLOW_LAUNCHER:
-        path = env.get("PYTHONPATH")
-        env["PYTHONPATH"] = f"{_PACKAGE_ROOT}{os.pathsep}{path}" if path else _PACKAGE_ROOT
+        env["PYTHONPATH"] = with_import_root(env.get("PYTHONPATH"))
         return [sys.executable, "-m", "dagflow", *argv[1:]]
     return argv
 

@@ -17,11 +17,10 @@ import shlex
 import sys
 from pathlib import Path
 
-import dagflow
+from dagflow.data import IMPORT_ROOT
 from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, StepInfo
 
 KILL_GRACE_S = 10
-_PACKAGE_ROOT = str(Path(dagflow.__file__).resolve().parent.parent)
 
 NODE_SH = r"""# dagflow node wrapper, sourced by the batch scripts of one run. Written by dagflow; do not edit.
 # Needs: node (JSON-quoted name in jnode), argv, retries, timeout_s, unless (" 2 3 "), grace.
@@ -106,7 +105,7 @@ def render_script(plan: Plan, step: StepInfo, tasks: dict[int, str], run_dir: Pa
         f"export DAGFLOW_RUN_DIR={shlex.quote(str(run_dir))}",
         # Like the local engine: `python` and `dagflow` in a node are the submitter's virtualenv's.
         f'export PATH={shlex.quote(bin_dir)}:"$PATH"',
-        f"export PYTHONPATH={shlex.quote(_PACKAGE_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}",
+        f"export PYTHONPATH={shlex.quote(IMPORT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}",
         f"source {shlex.quote(str(run_dir / 'slurm' / 'node.sh'))}",
         f"retries={step.retries} timeout_s={step.timeout_s or 0} grace={KILL_GRACE_S}",
         "unless=" + shlex.quote(" " + " ".join(str(code) for code in step.retry_unless_exit) + " "),
