@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 
 from dagflow.errors import DagflowError, SpecError
+
+# Options several commands share, spelled and documented once.
+RunsDirOption = Annotated[Path, typer.Option("--runs-dir", help="Where runs live.", show_default=True, file_okay=False)]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def fail(error: DagflowError) -> NoReturn:

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import fail, load_plan_or_exit
+from dagflow.cli.common import JsonOption, RunsDirOption, fail, load_plan_or_exit
 from dagflow.engines.condor.dag_writer import DagOptions
 from dagflow.errors import EXIT_USAGE, DagflowError
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, find_run
@@ -101,8 +101,6 @@ def lint_command(
         raise typer.Exit(EXIT_USAGE)
 
 
-RunsDirOption = Annotated[Path, typer.Option("--runs-dir", help="Where runs live.", show_default=True, file_okay=False)]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 DryRunOption = Annotated[
     bool, typer.Option("--dry-run", help="Print the DAGMan job's submit description; submit nothing.")
 ]

@@ -11,16 +11,13 @@ from typing import Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import fail, load_plan_or_exit
+from dagflow.cli.common import JsonOption, RunsDirOption, fail, load_plan_or_exit
 from dagflow.cli.submit_cmds import EngineName
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.ids import new_run_id, validate_run_id
 from dagflow.run.journal import read_journal
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunNotFoundError, find_run
-
-RunsDirOption = Annotated[Path, typer.Option("--runs-dir", help="Where runs live.", show_default=True, file_okay=False)]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 class UsageError(DagflowError):

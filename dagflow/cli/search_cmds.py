@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import fail
+from dagflow.cli.common import JsonOption, fail
 from dagflow.errors import DagflowError
 from dagflow.run.layout import DEFAULT_RUNS_DIR
 from dagflow.search.store import DEFAULT_DB
@@ -199,7 +199,7 @@ def run_command(
 def status_command(
     search: Annotated[str | None, typer.Argument(help="The search's name (default: the only one).")] = None,
     db: DbOption = DEFAULT_DB,
-    json_output: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_output: JsonOption = False,
     plot: Annotated[
         Path | None,
         typer.Option("--plot", help="Where to write the convergence PNG (default: beside the db).", dir_okay=False),

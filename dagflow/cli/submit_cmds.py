@@ -15,11 +15,9 @@ from typing import Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import fail, load_plan_or_exit
+from dagflow.cli.common import JsonOption, RunsDirOption, fail, load_plan_or_exit
 from dagflow.errors import DagflowError
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, find_run
-
-RunsDirOption = Annotated[Path, typer.Option("--runs-dir", help="Where runs live.", show_default=True, file_okay=False)]
 
 EXIT_CODES = {"succeeded": 0, "interrupted": 130}
 
@@ -57,7 +55,7 @@ def submit_command(
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the run to end; exit 0, 1 (failed) or 130.")] = False,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Name the new run.")] = None,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
-    json_output: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_output: JsonOption = False,
     schedd: Annotated[
         str | None, typer.Option("--name", "--schedd", help="condor: schedd to submit to (default: the local one).")
     ] = None,
@@ -206,7 +204,7 @@ def _wait(layout: RunLayout) -> None:
 def cancel_command(
     run_id: Annotated[str | None, typer.Argument(help="Run id [default: the latest run].")] = None,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
-    json_output: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_output: JsonOption = False,
 ) -> None:
     """Stop a submitted run: remove its DAGMan job, scancel its Slurm jobs, or stop its local runner.
 
