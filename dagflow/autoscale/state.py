@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dagflow.agent.files import write_atomic
+from dagflow.files import write_atomic
 
 VERSION = 1
 

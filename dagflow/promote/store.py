@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from dagflow.files import write_atomic
 from dagflow.transfer import Location, S3Location, parse_location
 from dagflow.transfer.s3 import describe, head
 from dagflow.transfer.s3client import S3TransferError, TransferOptions, make_client
@@ -45,7 +43,7 @@ class Store:
         """Replace a file or object whole: readers see the old content or the new, never a mix."""
         location = parse_location(url)
         if isinstance(location, Location):
-            _write_file(location.path, data)
+            write_atomic(location.path, data)
             return
         try:  # a single PUT: S3 shows the object whole or not at all
             self.client.put_object(Bucket=location.bucket, Key=location.key, Body=data, ContentType=content_type)
@@ -67,16 +65,3 @@ class Store:
         return bool(listing.get("Contents"))
 
 
-def _write_file(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".dagflow-partial", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -4,11 +4,11 @@ by the run summary, which says per matrix cell (per region): promoted, kept, or 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.plan.model import PROMOTE_SUFFIX
 
@@ -33,9 +33,7 @@ def write_verdict(run_dir: Path, verdict: Verdict) -> Path:
     directory = run_dir / PROMOTIONS_DIR
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{verdict.node}.json"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(verdict), indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, (json.dumps(asdict(verdict), indent=1) + "\n").encode("utf-8"))
     return path
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagflow.errors import DagflowError
+from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
 
@@ -69,16 +70,12 @@ class RunLayout:
     def create(self, plan: Plan) -> None:
         """Make the run directory and write plan.json; the run id must be new."""
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.plan_path.with_suffix(".json.tmp")
-        tmp.write_text(plan.to_json())
-        os.replace(tmp, self.plan_path)
+        write_atomic(self.plan_path, plan.to_json().encode())
         self.journal_path.touch()
         self.mark_latest()
 
     def mark_latest(self) -> None:
-        tmp = self.runs_dir / f".{LATEST_FILE}.{os.getpid()}"
-        tmp.write_text(self.run_id + "\n")
-        os.replace(tmp, self.runs_dir / LATEST_FILE)
+        write_atomic(self.runs_dir / LATEST_FILE, (self.run_id + "\n").encode())
 
     def load_plan(self) -> Plan:
         try:

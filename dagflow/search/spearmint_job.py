@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from dagflow.errors import EXIT_USAGE, DagflowError
+from dagflow.files import write_atomic
 from dagflow.search.spearmint import SpearmintExperiment, load_experiment
 from dagflow.spec.model import VariableSpec
 
@@ -160,10 +161,8 @@ def _json_safe(value: Any) -> Any:
 
 
 def write_result(path: Path, record: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(_json_safe(dict(record)), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(partial, path)  # readers never see half a file
+    # readers never see half a file
+    write_atomic(path, (json.dumps(_json_safe(dict(record)), indent=2, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def default_result_path(experiment: SpearmintExperiment, job_id: int) -> Path:

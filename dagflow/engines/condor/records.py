@@ -13,12 +13,12 @@ Node stdout/stderr go to the shared logs/<node>.out|.err, so `dagflow logs` work
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dagflow.engines.condor.dag_writer import DagFiles
+from dagflow.files import write_atomic
 
 ENGINE = "condor"
 RECORD_FILE = "run.json"
@@ -71,10 +71,7 @@ class CondorRecord:
         return cls(**raw, submissions=subs)
 
     def save(self, run_dir: Path) -> None:
-        target = self.path(run_dir)
-        tmp = target.with_name(f".{RECORD_FILE}.{os.getpid()}")
-        tmp.write_text(json.dumps(asdict(self), indent=1) + "\n")
-        os.replace(tmp, target)
+        write_atomic(self.path(run_dir), (json.dumps(asdict(self), indent=1) + "\n").encode())
 
     def add_submission(self, run_dir: Path, cluster: int, rescue: int | None = None) -> Submission:
         submission = Submission(cluster, round(time.time(), 3), rescue)

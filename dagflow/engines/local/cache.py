@@ -16,6 +16,7 @@ import os
 import time
 from pathlib import Path
 
+from dagflow.files import write_atomic
 from dagflow.plan import Node, Plan
 
 
@@ -57,10 +58,7 @@ class NodeCache:
             os.close(self._index_fd)
             self._index_fd = None
         if self._memo_dirty and self._memo is not None:
-            self.cache_dir.mkdir(parents=True, exist_ok=True)
-            tmp = self._memo_path.with_name(f".files.{os.getpid()}.json")
-            tmp.write_text(json.dumps(self._memo, separators=(",", ":")))
-            os.replace(tmp, self._memo_path)
+            write_atomic(self._memo_path, json.dumps(self._memo, separators=(",", ":")).encode())
             self._memo_dirty = False
 
     def _load_keys(self) -> set[str]:
