@@ -98,12 +98,9 @@ def dag_lines(plan: Plan, submits: dict[str, StepSubmit], files: DagFiles, optio
         try:
             node_name(name)
             values = node_vars[step_name].values(node)
-            # DAGMan VARS quoting: "..." with \\ and \" escapes, done for all values at once across
-            # \x1f separators (never inside a value: the escape functions refuse control characters).
-            joined = "\x1f".join(values)
-            if "\\" in joined or '"' in joined:
-                joined = joined.replace("\\", "\\\\").replace('"', '\\"')
-            parts = joined.split("\x1f")
+            # DAGMan VARS quoting for all values at once across \x1f separators (never inside a value:
+            # the escape functions refuse control characters); vars_format adds the quotes.
+            parts = escape.vars_escape("\x1f".join(values)).split("\x1f")
             if len(parts) != len(values):
                 raise ValueError("a value contains a control character")
             line = vars_format[step_name].format(name, *parts)

@@ -136,10 +136,17 @@ def environment(env: dict[str, str], what: str = "environment") -> str:
     return inert_dollars(" ".join(entries).replace('"', '""'), what)
 
 
+def vars_escape(text: str) -> str:
+    """The inside of a DAGMan VARS value: `\\` and `"` backslash-escaped (the quotes go around it)."""
+    if "\\" in text or '"' in text:
+        return text.replace("\\", "\\\\").replace('"', '\\"')
+    return text
+
+
 def vars_value(value: str, what: str = "value") -> str:
     """A DAGMan VARS value: double-quoted, with `\\` and `"` backslash-escaped."""
     check_text(value, what)
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + vars_escape(value) + '"'
 
 
 def macro_name(name: str) -> str:
