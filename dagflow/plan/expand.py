@@ -144,10 +144,11 @@ class _Expander:
     ) -> None:
         """`<step>.publish.<coords>`: after each node, upload its outputs to its rendered `publish:`."""
         self.steps[step_name + PUBLISH_SUFFIX] = _helper_step(info, PUBLISH_SUFFIX)
+        destination = parse_template(publish)
         published = []
         for node in produced:
             context.update(node.coords)
-            url = _render(publish, context)
+            url = destination.render(context)
             helper = self._helper_node(step_name, PUBLISH_SUFFIX, node, ["publish", url, *node.outputs])
             helper.inputs = list(node.outputs)
             published.append(helper)
@@ -164,6 +165,7 @@ class _Expander:
         model_axes = [axis for axis in self.steps[model].axes if axis in info.axes]
         _, index = _index(self.by_step[model + PUBLISH_SUFFIX], model_axes)
         self.steps[step_name + PROMOTE_SUFFIX] = _helper_step(info, PROMOTE_SUFFIX)
+        pointer = parse_template(promote.than)
         for node in produced:
             context.update(node.coords)
             publishers = index.get(tuple(node.coords[axis] for axis in model_axes), [])
@@ -175,7 +177,7 @@ class _Expander:
                 "--metrics", node.metrics,
                 "--metric", promote.metric,
                 "--better", promote.better,
-                "--than", _render(promote.than, context),
+                "--than", pointer.render(context),
                 "--model", publishers[0].argv[2],
                 "--min-delta", repr(promote.min_delta),
                 "--run-id", context["run.id"],
@@ -219,10 +221,6 @@ def _helper_step(info: StepInfo, suffix: str) -> StepInfo:
         priority=info.priority,
         metrics=None,
     )
-
-
-def _render(text: str, context: dict[str, str]) -> str:
-    return parse_template(text).render(context)
 
 
 def _index(nodes: Iterable[Node], axes: list[str]) -> tuple[list[str], dict[tuple[str, ...], list[Node]]]:
