@@ -37,18 +37,18 @@ HELD_STATE = "held"
 EXITED = "exited"
 REMOVED = "removed"
 
-# An event of interest: header `NNN (cluster.proc.subproc) DATE TIME text`, then up to two more lines
-# of its body (never the `...` that ends it). Every event but the file's first follows a `...` line;
-# searching for that literal prefix is what makes the scan fast.
+# An event of interest: header `NNN (cluster.proc.subproc) DATE TIME text`, then the next line of its
+# body (never the `...` that ends it), and a hold's `Code N Subcode M` line after that. Every event but
+# the file's first follows a `...` line; searching for that literal prefix is what makes the scan fast.
 _BODY = (
-    rb"(0(?:00|01|04|05|09|12|13)) \((\d+)\.\d+\.\d+\) ([^ \n]+ [^ \n]+)[^\n]*"
-    rb"(?:\n(?!\.\.\.)([^\n]*)(?:\n(?!\.\.\.)([^\n]*))?)?"
+    rb"(0(?:00|01|04|05|09|12|13)) \((\d+)\.\d+\.\d+\) (\S+ \S+)[^\n]*"
+    rb"(?:\n(?!\.\.\.)([^\n]*)(?:\n([ \t]*Code [^\n]*))?)?"
 )
 _EVENT = re.compile(rb"\.\.\.\n" + _BODY)
 _FIRST_EVENT = re.compile(_BODY)
 _SIGNAL = re.compile(r"\(signal (\d+)\)")
 _HOLD_CODE = re.compile(r"Code (-?\d+) Subcode (-?\d+)")
-_DAG_NODE = b"DAG Node: "
+_DAG_NODE = b"DAG Node: "  # 10 bytes
 _CODES = (b"000", b"001", b"004", b"005", b"009", b"012", b"013")
 
 
@@ -87,17 +87,15 @@ _STATE_AFTER = {
 _STATE_AFTER_CODE = {int(code) for code in _STATE_AFTER}
 
 
-class _Clock:
-    """Event times as epoch seconds; one conversion per distinct timestamp text."""
+class _Clock(dict[bytes, float | None]):
+    """Event times as epoch seconds, looked up by their text: one conversion per distinct timestamp."""
 
     def __init__(self) -> None:
-        self.cache: dict[bytes, float | None] = {}  # callers look here first: a hit costs no call
+        super().__init__()
         self._year = time.localtime().tm_year
 
-    def __call__(self, raw: bytes) -> float | None:
-        value = self.cache.get(raw, -1.0)
-        if value == -1.0:
-            value = self.cache[raw] = self._parse(raw.decode("ascii", "replace"))
+    def __missing__(self, raw: bytes) -> float | None:
+        value = self[raw] = self._parse(raw.decode("ascii", "replace"))
         return value
 
     def _parse(self, text: str) -> float | None:
@@ -136,53 +134,59 @@ def _scan_events(data: bytes) -> dict[str, NodeJob]:
     cluster_of = itemgetter(1)
     latest = dict(zip(map(cluster_of, matches), matches, strict=True))
     by_code = {code: dict(zip(map(cluster_of, events), events, strict=True)) for code, events in grouped.items()}
-    holds = Counter(map(cluster_of, grouped[b"012"]))
-    evictions = Counter(map(cluster_of, grouped[b"004"]))
-    executed, terminated, held, aborted = by_code[b"001"], by_code[b"005"], by_code[b"012"], by_code[b"009"]
-
-    clock = _Clock()
-    times = clock.cache
+    # .get, not Counter's []: a miss there is a Python-level __missing__ call per job
+    holds = Counter(map(cluster_of, grouped[b"012"])).get
+    evictions = Counter(map(cluster_of, grouped[b"004"])).get
+    executed, terminated = by_code[b"001"].get, by_code[b"005"].get
+    held, aborted = by_code[b"012"].get, by_code[b"009"].get
+    times = _Clock()
     jobs: dict[str, NodeJob] = {}
+    previous_of = jobs.get
     for submit in grouped[b"000"]:  # in file order: a node's later job (a DAGMan retry) replaces its earlier one
         cluster = submit[1]
-        at = submit[3].find(_DAG_NODE)
+        note = submit[3]
+        at = note.find(_DAG_NODE)
         if at < 0:
             continue  # not a DAG node job
-        name = submit[3][at + len(_DAG_NODE) :].strip().decode("utf-8", "replace")
+        name = note[at + 10 :].strip().decode("utf-8", "replace")
         last = latest[cluster]
-        job = NodeJob(int(cluster), _STATE_AFTER[last[0]])
-        job.updated = times[last[2]] if last[2] in times else clock(last[2])
-        job.submitted = times[submit[2]] if submit[2] in times else clock(submit[2])
-        previous = jobs.get(name)
-        jobs[name] = job
-        if previous is not None:
-            job.jobs = previous.jobs + 1
-        if holds or evictions:
-            # .get, not Counter's []: a miss there is a Python-level __missing__ call per job
-            job.holds = holds.get(cluster, 0) + (previous.holds if previous else 0)
-            job.evictions = evictions.get(cluster, 0) + (previous.evictions if previous else 0)
-        event = executed.get(cluster)
-        if event is not None:
-            job.started = times[event[2]] if event[2] in times else clock(event[2])
-        event = terminated.get(cluster)
-        if event is not None:
-            job.ended = times[event[2]] if event[2] in times else clock(event[2])
+        exit_code = signal = started = ended = None
+        if event := executed(cluster):
+            started = times[event[2]]
+        if event := terminated(cluster):
+            ended = times[event[2]]
             line = event[3]
             at = line.find(b"(return value ")
             if at >= 0:
-                job.exit_code = int(line[at + 14 : line.index(b")", at)])
+                exit_code = int(line[at + 14 : line.index(b")", at)])
             elif killed := _SIGNAL.search(line.decode("utf-8", "replace")):
-                job.signal = int(killed.group(1))
-        if cluster in held:
-            event = held[cluster]
+                signal = int(killed.group(1))
+        job = NodeJob(
+            int(cluster),
+            _STATE_AFTER[last[0]],
+            1,
+            evictions(cluster, 0),
+            holds(cluster, 0),
+            exit_code,
+            signal,
+            submitted=times[submit[2]],
+            started=started,
+            ended=ended,
+            updated=times[last[2]],
+        )
+        if event := held(cluster):
             job.hold_reason = event[3].decode("utf-8", "replace").strip() or None
             code = _HOLD_CODE.search(event[4].decode("utf-8", "replace"))
             if code:
                 job.hold_code, job.hold_subcode = int(code.group(1)), int(code.group(2))
-        if cluster in aborted:
-            event = aborted[cluster]
-            job.ended = clock(event[2])
+        if event := aborted(cluster):
+            job.ended = times[event[2]]
             job.removed_reason = event[3].decode("utf-8", "replace").strip() or None
+        if (previous := previous_of(name)) is not None:
+            job.jobs += previous.jobs
+            job.holds += previous.holds
+            job.evictions += previous.evictions
+        jobs[name] = job
     return jobs
 
 

@@ -41,8 +41,15 @@ EVENT_STATES = {
     "POST_SCRIPT_FAILURE": "failed",
 }
 
-_NODE_LINE = re.compile(rb"^(\d+) (\S+) (\S+) (\S+) \S+ - (\d+)\s*$", re.MULTILINE)
-_INTERNAL_LINE = re.compile(rb"^(\d+) INTERNAL \*\*\* (\w+)(?: (\S+))? \*\*\*", re.MULTILINE)
+# Only the lines of EVENT_STATES' events: the others never reach Python.
+_NODE_LINE = re.compile(
+    rb"^(\d+) (\S+) (" + b"|".join(event.encode() for event in EVENT_STATES) + rb") (\S+) \S+ - (\d+)[ \t\r]*$",
+    re.MULTILINE,
+)
+# Starts with its literal, which the regex engine finds fast; the timestamp before it is read separately.
+_INTERNAL_LINE = re.compile(rb" INTERNAL \*\*\* (\w+)(?: (\S+))? \*\*\*")
+_ENDED = (b"JOB_TERMINATED", b"JOB_ABORTED")
+_VERDICTS = (b"JOB_SUCCESS", b"JOB_FAILURE")
 
 
 @dataclass(slots=True)
@@ -72,8 +79,48 @@ class JobstateLog:
 
 def parse_jobstate(data: bytes) -> JobstateLog:
     log = JobstateLog()
-    for stamp, event, argument in _INTERNAL_LINE.findall(data):
-        at = float(stamp)
+    _read_dagman_lines(data, log)
+    # Per node: its latest line that changes its state (which carries the latest attempt number), and
+    # its latest EXECUTE, end and verdict lines; dict(zip(...)) keeps the last per node, in C.
+    rows = _NODE_LINE.findall(data)
+    grouped: dict[bytes, list[tuple[bytes, ...]]] = {event.encode(): [] for event in EVENT_STATES}
+    appenders = {event: group.append for event, group in grouped.items()}
+    for row in rows:
+        appenders[row[2]](row)
+    name_of = itemgetter(1)
+
+    def latest(*events: bytes) -> dict[bytes, tuple[bytes, ...]]:
+        picked = grouped[events[0]] if len(events) == 1 else [row for row in rows if row[2] in events]
+        return dict(zip(map(name_of, picked), picked, strict=True))
+
+    stateful = dict(zip(map(name_of, rows), rows, strict=True))
+    execute = latest(b"EXECUTE").get
+    ended = (latest(*_ENDED) if grouped[b"JOB_ABORTED"] else latest(_ENDED[0])).get
+    verdict = latest(*_VERDICTS).get
+    nodes = log.nodes
+    for name, state in stateful.items():
+        attempt = state[4]
+        history = NodeHistory(state[2].decode(), float(state[0]), int(attempt), state[3].decode())
+        row = execute(name)
+        if row is not None and row[4] == attempt:
+            history.started = float(row[0])
+        row = ended(name)
+        if row is not None and row[4] == attempt:
+            history.ended = float(row[0])
+        row = verdict(name)
+        if row is not None and row[4] == attempt and row[3].lstrip(b"-").isdigit():
+            history.exit_code = int(row[3])
+        nodes[name.decode("utf-8", "replace")] = history
+    return log
+
+
+def _read_dagman_lines(data: bytes, log: JobstateLog) -> None:
+    for match in _INTERNAL_LINE.finditer(data):
+        line_start = data.rfind(b"\n", 0, match.start()) + 1
+        stamp = data[line_start : match.start()]
+        if not stamp.isdigit():
+            continue
+        at, event, argument = float(stamp), match.group(1), match.group(2) or b""
         if event == b"DAGMAN_STARTED":
             log.dagman_ids.append(argument.decode())
             if log.started is None:
@@ -83,34 +130,6 @@ def parse_jobstate(data: bytes) -> JobstateLog:
         elif event == b"DAGMAN_FINISHED":
             log.finished = at
             log.exit_code = int(argument) if argument.lstrip(b"-").isdigit() else None
-    # Per node: its latest line that changes its state (which carries the latest attempt number), and
-    # its latest EXECUTE, end and verdict lines; dict(zip(...)) keeps the last per node, in C.
-    state_events = {event.encode() for event in EVENT_STATES}
-    rows = [row for row in _NODE_LINE.findall(data) if row[2] in state_events]
-    name_of = itemgetter(1)
-
-    def latest(*events: bytes) -> dict[bytes, tuple[bytes, ...]]:
-        picked = [row for row in rows if row[2] in events]
-        return dict(zip(map(name_of, picked), picked, strict=True))
-
-    stateful = dict(zip(map(name_of, rows), rows, strict=True))
-    execute = latest(b"EXECUTE")
-    ended = latest(b"JOB_TERMINATED", b"JOB_ABORTED")
-    verdict = latest(b"JOB_SUCCESS", b"JOB_FAILURE")
-    for name, state in stateful.items():
-        attempt = state[4]
-        history = NodeHistory(state[2].decode(), float(state[0]), int(attempt), state[3].decode())
-        row = execute.get(name)
-        if row is not None and row[4] == attempt:
-            history.started = float(row[0])
-        row = ended.get(name)
-        if row is not None and row[4] == attempt:
-            history.ended = float(row[0])
-        row = verdict.get(name)
-        if row is not None and row[4] == attempt and row[3].lstrip(b"-").isdigit():
-            history.exit_code = int(row[3])
-        log.nodes[name.decode("utf-8", "replace")] = history
-    return log
 
 
 def read_jobstate(path: Path) -> JobstateLog | None:

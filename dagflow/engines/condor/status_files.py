@@ -26,10 +26,17 @@ NOT_READY, READY, PRERUN, SUBMITTED, POSTRUN, DONE, ERROR, FUTILE = range(8)
 STATUS_NAMES = ("not ready", "ready", "pre script", "submitted", "post script", "done", "error", "futile")
 
 _STRING = rb'"([^"\\]*(?:\\.[^"\\]*)*)"'
+# A NodeStatus ad as (node name, the text of its other attributes); most nodes share that text (done,
+# no details, no retries), so each distinct text is parsed once by _NODE_FIELDS.
 _NODE_AD = re.compile(
     rb'Type = "NodeStatus";\s*Node = '
     + _STRING
-    + rb";\s*NodeStatus = (\d+);\s*StatusDetails = "
+    + rb";\s*(NodeStatus = \d+;\s*StatusDetails = "
+    + rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+    + rb";\s*RetryCount = \d+;\s*JobProcsQueued = \d+;\s*JobProcsHeld = \d+;)"
+)
+_NODE_FIELDS = re.compile(
+    rb"NodeStatus = (\d+);\s*StatusDetails = "
     + _STRING
     + rb";\s*RetryCount = (\d+);\s*JobProcsQueued = (\d+);\s*JobProcsHeld = (\d+);"
 )
@@ -73,6 +80,17 @@ def _plain(ad: classad2.ClassAd) -> dict[str, object]:
     return plain
 
 
+class _SharedAds(dict[bytes, NodeStatusAd]):
+    """One NodeStatusAd per distinct attribute text (they are immutable, so nodes can share them)."""
+
+    def __missing__(self, fields: bytes) -> NodeStatusAd:
+        match = _NODE_FIELDS.match(fields)
+        assert match is not None  # _NODE_AD only captures text that _NODE_FIELDS matches
+        status, details, retry, queued, held = match.groups()
+        ad = self[fields] = NodeStatusAd(int(status), _unquote(details), int(retry), int(queued), int(held))
+        return ad
+
+
 def parse_node_status(data: bytes) -> NodeStatusFile:
     result = NodeStatusFile()
     first = _AD.search(data)
@@ -83,10 +101,11 @@ def parse_node_status(data: bytes) -> NodeStatusFile:
     result.complete = b'Type = "StatusEnd"' in data[-400:]
     matches = _NODE_AD.findall(data)
     if len(matches) == data.count(_NODE_AD_MARK):
-        result.nodes = {
-            _unquote(name): NodeStatusAd(int(status), _unquote(details), int(retry), int(queued), int(held))
-            for name, status, details, retry, queued, held in matches
-        }
+        ads = _SharedAds()
+        if b"\\" in data:
+            result.nodes = {_unquote(name): ads[fields] for name, fields in matches}
+        else:  # no escapes anywhere: every name is its bytes, decoded
+            result.nodes = {name.decode("utf-8", "replace"): ads[fields] for name, fields in matches}
         return result
     for ad in classad2.parseAds(data.decode("utf-8", "replace")):
         if ad.get("Type") == "NodeStatus":
