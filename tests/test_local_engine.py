@@ -274,6 +274,24 @@ def test_output_is_captured_whole_and_retries_append(tmp_path: Path) -> None:
     assert layout.stderr_path("flaky").read_text() == "err-1\n\n=== dagflow: attempt 2 ===\nerr-2\n"
 
 
+def test_a_running_nodes_output_reaches_its_log_while_it_runs(tmp_path: Path) -> None:
+    from dagflow.engines.local import LocalEngine
+
+    plan = make_plan(tmp_path, [step("s")], [node("chatty", "s", "echo started; echo warming >&2; sleep 30")])
+    run_dir = tmp_path / ".dagflow" / "runs" / "r1"
+    engine = LocalEngine(options(tmp_path))
+    engine.submit(plan, run_dir)
+    layout = RunLayout.from_run_dir(run_dir)
+    deadline = time.monotonic() + 30
+    try:
+        while lines(layout.stdout_path("chatty")) != ["started"] or lines(layout.stderr_path("chatty")) != ["warming"]:
+            assert time.monotonic() < deadline, "the output of a running node never reached its logs"
+            time.sleep(0.05)
+        assert engine.status(run_dir)["chatty"] == "running"
+    finally:
+        engine.cancel(run_dir)
+
+
 def test_engine_cancel_sends_sigterm_and_the_run_ends_interrupted(tmp_path: Path) -> None:
     from dagflow.engines.local import LocalEngine
     from dagflow.run.status import read_status

@@ -12,7 +12,6 @@ import typer
 
 from dagflow.cli.app import app
 from dagflow.cli.common import JsonOption, RunsDirOption, fail, load_plan_or_exit
-from dagflow.engines.condor.dag_writer import DagOptions
 from dagflow.errors import EXIT_USAGE, DagflowError
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, find_run
 
@@ -53,6 +52,7 @@ def compile_command(
     plan = load_plan_or_exit(pipeline, run_id)
     out_dir = output if output is not None else Path(".dagflow") / "runs" / plan.run_id / "condor"
     try:
+        from dagflow.engines.condor.dag_writer import DagOptions
         dag = compile_plan(plan, out_dir, options=DagOptions(max_gpu_jobs=max_gpu_jobs))
     except DagflowError as error:
         fail(error)
@@ -155,6 +155,7 @@ def submit_condor(
     plan = load_plan_or_exit(pipeline, run_id)
     target = ScheddTarget(name, pool)
     try:
+        from dagflow.engines.condor.dag_writer import DagOptions
         prepared = prepare_condor(plan, runs_dir, target, DagOptions(max_gpu_jobs=max_gpu_jobs))
     except DagflowError as error:
         fail(error)

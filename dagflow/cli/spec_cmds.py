@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from dagflow.cli.app import app
 from dagflow.cli.common import fail, load_plan_or_exit
@@ -70,4 +69,6 @@ def plan(
     elif as_dot:
         sys.stdout.writelines(line + "\n" for line in render.to_dot(expanded))
     else:
+        from rich.console import Console
+
         Console().print(render.table(expanded, limit=limit or None))

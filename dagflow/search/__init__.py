@@ -7,8 +7,21 @@
 
 from __future__ import annotations
 
-from dagflow.search.optimizer import Observation, Optimizer, loss
-from dagflow.search.space import Params, SearchSpace
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dagflow.search.optimizer import Observation, Optimizer, loss
+    from dagflow.search.space import Params, SearchSpace
+
+# Imported on first use: `dagflow` commands that never search (run, status...) must not pay for numpy.
+_LAZY = {
+    "Observation": "dagflow.search.optimizer",
+    "Optimizer": "dagflow.search.optimizer",
+    "loss": "dagflow.search.optimizer",
+    "Params": "dagflow.search.space",
+    "SearchSpace": "dagflow.search.space",
+}
 
 ENGINES = ("gp", "random", "gp-optuna", "tpe-optuna")
 
@@ -32,6 +45,12 @@ def make_optimizer(space: SearchSpace, engine: str = "gp", seed: int = 0) -> Opt
 
         return OptunaEngine(space, seed=seed, sampler=engine.split("-")[0])
     raise ValueError(f"unknown search engine {engine!r}; choose one of {', '.join(ENGINES)}")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["ENGINES", "Observation", "Optimizer", "Params", "SearchSpace", "loss", "make_optimizer"]

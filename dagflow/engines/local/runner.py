@@ -1,10 +1,10 @@
 """The local runner: one event loop that runs a plan's nodes as processes on this machine.
 
-The loop waits on one selector holding, per running node, a pidfd (readable when it exits) and its
-stdout and stderr pipes, plus a self-pipe for stop requests, with a timeout set by the nearest timer
-(node timeouts, SIGKILL escalations, progress ticks). It does not poll (except on kernels without
-pidfds) and starts no thread per node. Exits seen in one iteration are journaled at once and committed
-together (the journal's one syncer thread fdatasyncs them while the loop goes on).
+The loop waits on one selector holding, per running node, a pidfd (readable when it exits) and, once
+the node has run 50 ms, its stdout and stderr pipes, plus a self-pipe for stop requests, with a timeout
+set by the nearest timer (node timeouts, SIGKILL escalations, progress ticks, the journal's next sync).
+It does not poll (except on kernels without pidfds) and starts no thread. Exits are journaled at once;
+the journal fdatasyncs them in groups (journal.py).
 
 Nodes are started with posix_spawn, which cannot change directory: the runner moves into the plan's
 workdir for the length of `run()` (every path it keeps is absolute) and moves back after, so a program
@@ -23,6 +23,7 @@ import selectors
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,10 @@ from dagflow.run.lock import RunLock
 _HAS_PIDFD = hasattr(os, "pidfd_open")
 _DUP2 = os.POSIX_SPAWN_DUP2
 _FALLBACK_POLL_S = 0.02  # without pidfds (not Linux) exits are found by polling at this interval
+# A node's output pipes are watched only once it has run this long; a shorter node's output is read
+# when it exits. Most nodes of a big DAG are short, and watching costs four epoll calls and two
+# wakeups per node; a chatty short node at worst waits this long on a full pipe.
+_WATCH_OUTPUT_AFTER_S = 0.05
 
 
 @dataclass(slots=True)
@@ -74,6 +79,7 @@ class _Running:
     gpus: tuple[Gpu, ...]
     output: NodeOutput | None
     kill_reason: str | None = None  # "timeout" or "interrupt" once the runner has sent SIGTERM
+    watched: bool = False  # its output pipes are in the selector
 
 
 def describe_exit(rc: int) -> str:
@@ -107,6 +113,8 @@ class LocalRunner:
         self.failures: list[Failure] = []
         self._timers: list[tuple[float, int, str, str, int]] = []  # (when, seq, kind, node, attempt)
         self._seq = itertools.count()
+        self._sync_in: float | None = None  # seconds until the journal wants commit() again
+        self._unwatched: deque[_Running] = deque()  # started nodes whose output is not watched yet, oldest first
         self._stop_requests = 0
         self._stops_handled = 0
         self._wake_r, self._wake_w = os.pipe()
@@ -211,7 +219,7 @@ class LocalRunner:
             RunInfo(self.plan, self.layout.run_id, self.layout.run_dir, self.jobs, prior.runners > 0, done)
         )
         self._release(self.tracker.initially_ready())
-        self.journal.commit()
+        self._sync_in = self.journal.commit()
         while True:
             if self._stops_handled == 0:
                 self._start_ready()
@@ -220,7 +228,7 @@ class LocalRunner:
                     break
                 raise RuntimeError("ready nodes fit nowhere although nothing runs")  # infeasible() missed it
             self._wait()
-            self.journal.commit()
+            self._sync_in = self.journal.commit()
 
         state = RUN_INTERRUPTED if self._stops_handled else RUN_FAILED if self.failures else RUN_SUCCEEDED
         self.journal.write({"e": "finish", "s": state}, durable=True)
@@ -322,16 +330,14 @@ class LocalRunner:
         # of this process for the next runner to clean up (found again by its pid and environment).
         self.journal.write({"e": "start", "n": name, "a": attempt, "pid": pid})
         running = _Running(name, step, proc, None, attempt, now, gpus, output)
-        register = self.selector.register
-        register(output.read_fds[0], selectors.EVENT_READ, (running, 0))
-        register(output.read_fds[1], selectors.EVENT_READ, (running, 1))
+        self._unwatched.append(running)
         if _HAS_PIDFD:
             try:
                 running.pidfd = os.pidfd_open(pid)
             except OSError:  # a kernel older than 5.3: this node's exit is found by polling
                 pass
             else:
-                register(running.pidfd, selectors.EVENT_READ, running)
+                self.selector.register(running.pidfd, selectors.EVENT_READ, running)
         self.running[name] = running
         self.states[name] = RUNNING
         if step.timeout_s:
@@ -344,13 +350,17 @@ class LocalRunner:
     # --- waiting ------------------------------------------------------------------------------------
 
     def _wait(self) -> None:
-        timeout = None
+        timeout = self._sync_in  # when the journal's next sync is due, if it has events waiting
         now = time.monotonic()
         if self._timers:
-            timeout = max(0.0, self._timers[0][0] - now)
+            until_timer = max(0.0, self._timers[0][0] - now)
+            timeout = until_timer if timeout is None else min(timeout, until_timer)
         tick = self.reporter.tick_interval
         if tick is not None:
             timeout = tick if timeout is None else min(timeout, tick)
+        if self._unwatched:
+            until_watch = max(0.0, self._unwatched[0].started + _WATCH_OUTPUT_AFTER_S - now)
+            timeout = until_watch if timeout is None else min(timeout, until_watch)
         polling = not _HAS_PIDFD or any(running.pidfd is None for running in self.running.values())
         if polling:
             timeout = _FALLBACK_POLL_S if timeout is None else min(timeout, _FALLBACK_POLL_S)
@@ -375,10 +385,25 @@ class LocalRunner:
                     rc = running.proc.poll()
                     if rc is not None:
                         self._exited(running, rc)
+        if self._unwatched:
+            self._watch_output(time.monotonic())
         if self._timers:
             self._fire_timers(time.monotonic())
         if tick is not None:
             self.reporter.tick()
+
+    def _watch_output(self, now: float) -> None:
+        """Put the output pipes of nodes that have run long enough into the selector."""
+        unwatched = self._unwatched
+        register = self.selector.register
+        while unwatched and unwatched[0].started + _WATCH_OUTPUT_AFTER_S <= now:
+            running = unwatched.popleft()
+            if self.running.get(running.name) is not running:
+                continue  # it has exited already
+            running.watched = True
+            for stream, fd in enumerate(running.output.read_fds):
+                if fd >= 0:
+                    register(fd, selectors.EVENT_READ, (running, stream))
 
     def _drain_wakeups(self) -> None:
         try:
@@ -425,9 +450,10 @@ class LocalRunner:
         # Whatever the node left behind in its process group goes with it, as under HTCondor.
         kill_group(running.proc.pid, signal.SIGKILL)
         output = running.output
-        for fd in output.read_fds:
-            if fd >= 0:
-                self.selector.unregister(fd)
+        if running.watched:
+            for fd in output.read_fds:
+                if fd >= 0:
+                    self.selector.unregister(fd)
         output.close()
         why = None
         if running.kill_reason == "timeout":
