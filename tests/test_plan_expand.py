@@ -108,3 +108,21 @@ def test_dot_output_is_a_digraph() -> None:
     lines = list(to_dot(expand(load_spec(SKETCH), run_id="r1")))
     assert lines[0] == 'digraph "ratings-retrain" {'
     assert '  "evaluate.us" -> "report";' in lines
+
+
+def test_gc_paused_freezes_only_big_blocks() -> None:
+    import gc
+
+    from dagflow.gc_pause import FREEZE_ABOVE, gc_paused
+
+    before = gc.get_freeze_count()
+    try:
+        with gc_paused():
+            small = [[] for _ in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() == before
+        with gc_paused():
+            big = [[] for _ in range(FREEZE_ABOVE + 1000)]
+        assert gc.isenabled() and gc.get_freeze_count() >= before + len(big)
+        assert small and big
+    finally:
+        gc.unfreeze()

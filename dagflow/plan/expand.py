@@ -11,8 +11,9 @@ import itertools
 import secrets
 import shlex
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from graphlib import TopologicalSorter
+from operator import itemgetter
 from typing import Any
 
 import classad2
@@ -106,7 +107,8 @@ class _Expander:
         context = {**self.base_context, "step": step_name}
         produced: list[Node] = []
         parent_index = [
-            _index(self.by_step[need], [a for a in self.steps[need].axes if a in info.axes]) for need in step.needs
+            _names_index(self.by_step[need], [a for a in self.steps[need].axes if a in info.axes])
+            for need in step.needs
         ]
         for values in itertools.product(*(model.matrix[axis] for axis in info.axes)):
             coords = dict(zip(info.axes, values, strict=True))
@@ -115,8 +117,8 @@ class _Expander:
             if name in self.nodes:
                 raise _collision(self.spec, step_name, name)
             parents: list[str] = []
-            for shared_axes, index in parent_index:
-                parents.extend(node.name for node in index.get(tuple(coords[a] for a in shared_axes), ()))
+            for key_of, index in parent_index:
+                parents.extend(index.get(key_of(coords), ()))
             trial = str(self.trial_number) if self.trial_number is not None else coords.get("trial")
             node = Node(
                 name=name,
@@ -230,6 +232,16 @@ def _index(nodes: Iterable[Node], axes: list[str]) -> tuple[list[str], dict[tupl
     return axes, index
 
 
+def _names_index(nodes: Iterable[Node], axes: list[str]) -> tuple[Callable[[dict[str, str]], Hashable], dict]:
+    """Node names grouped by their values on axes, and the function that gives coords' group key
+    (a value for one axis, a tuple for several, () for none)."""
+    key_of: Callable[[dict[str, str]], Hashable] = itemgetter(*axes) if axes else lambda coords: ()
+    index: dict[Hashable, list[str]] = {}
+    for node in nodes:
+        index.setdefault(key_of(node.coords), []).append(node.name)
+    return key_of, index
+
+
 def _collision(spec: Spec, step: str, name: str) -> SpecError:
     path = ("steps", step)
     line, column = spec.positions.of(path, key=True)
@@ -292,6 +304,9 @@ class _StepTemplates:
         else:
             raw_argv = [str(part) for part in step.command or []]
         self._argv = [parse_template(part) for part in raw_argv]
+        # argv is built from a copy of its constant words, rendering only the words that vary
+        self._argv_words = [template.parts[0] if template.is_constant else "" for template in self._argv]
+        self._argv_varying = [(i, template) for i, template in enumerate(self._argv) if not template.is_constant]
         self._env = {key: parse_template(param_text(value)) for key, value in step.env.items()}
         self._inputs = [parse_template(path) for path in step.inputs]
         self._outputs = [parse_template(path) for path in step.outputs]
@@ -306,7 +321,10 @@ class _StepTemplates:
         self.variables = frozenset(name for template in every for name in template.variables)
 
     def argv(self, context: dict[str, str]) -> list[str]:
-        return [template.render(context) for template in self._argv]
+        argv = self._argv_words.copy()
+        for index, template in self._argv_varying:
+            argv[index] = template.render(context)
+        return argv
 
     def metrics(self, context: dict[str, str]) -> str | None:
         return self._metrics.render(context) if self._metrics else None

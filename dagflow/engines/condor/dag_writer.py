@@ -68,57 +68,68 @@ def dag_lines(plan: Plan, submits: dict[str, StepSubmit], files: DagFiles, optio
     if gpu_steps:
         yield f"MAXJOBS {GPU_CATEGORY} {int(options.max_gpu_jobs)}"
 
-    # Per-step constants: the JOB line's tail and the RETRY/PRIORITY/CATEGORY suffixes.
-    job_tail: dict[str, str] = {}
-    retry_tail: dict[str, str | None] = {}
-    priority: dict[str, int] = {}
-    for name, sub in submits.items():
-        step = plan.steps[name]
-        job_tail[name] = " " + escape.dag_path(str(sub.path), f"step {name} submit file")
-        if sub.dagman_retries > 0:
-            tail = f" {sub.dagman_retries}"
-            if sub.dagman_retry_unless_exit is not None:
-                tail += f" UNLESS-EXIT {int(sub.dagman_retry_unless_exit)}"
-            retry_tail[name] = tail
-        else:
-            retry_tail[name] = None
-        priority[name] = int(step.priority)
-
-    node_vars = {name: NodeVars(sub) for name, sub in submits.items()}
-    # Per step: "VARS {node} Macro1="{}" Macro2="{}" ..." with the node's escaped values to fill in.
-    vars_format = {
-        name: "VARS {}" + "".join(f' {escape.macro_name(macro)}="{{}}"' for macro in builder.macros())
-        for name, builder in node_vars.items()
-    }
+    steps = {name: _StepLines.of(sub, plan.steps[name].priority, name in gpu_steps) for name, sub in submits.items()}
     node_name = escape.node_name
+    vars_escape = escape.vars_escape
+    check_text = escape.check_text
     defined: set[str] = set()
     for node in plan.nodes.values():
         name = node.name
-        step_name = node.step
+        step = steps[node.step]
         try:
             node_name(name)
-            values = node_vars[step_name].values(node)
+            values = step.node_vars.values(node)
             # DAGMan VARS quoting for all values at once across \x1f separators (never inside a value:
             # the escape functions refuse control characters); vars_format adds the quotes.
-            parts = escape.vars_escape("\x1f".join(values)).split("\x1f")
+            parts = vars_escape("\x1f".join(values)).split("\x1f")
             if len(parts) != len(values):
                 raise ValueError("a value contains a control character")
-            line = vars_format[step_name].format(name, *parts)
-            escape.check_text(line, "VARS line")
-            yield "JOB " + name + job_tail[step_name]
+            line = step.vars_format.format(name, *parts)
+            check_text(line, "VARS line")
+            yield "JOB " + name + step.job_tail
             yield line
         except ValueError as error:
             raise NodeError(name, str(error)) from None
-        tail = retry_tail[step_name]
-        if tail is not None:
-            yield "RETRY " + name + tail
-        if priority[step_name]:
-            yield f"PRIORITY {name} {priority[step_name]}"
-        if step_name in gpu_steps:
+        if step.retry_tail is not None:
+            yield "RETRY " + name + step.retry_tail
+        if step.priority:
+            yield f"PRIORITY {name} {step.priority}"
+        if step.gpu:
             yield f"CATEGORY {name} {GPU_CATEGORY}"
-        if node.parents:
-            for parent in node.parents:
-                if parent not in defined:
-                    raise NodeError(name, f"parent {parent!r} is not a node defined before it in the plan")
-            yield "PARENT " + " ".join(node.parents) + " CHILD " + name
+        parents = node.parents
+        if parents:
+            if not defined.issuperset(parents):
+                missing = next(parent for parent in parents if parent not in defined)
+                raise NodeError(name, f"parent {missing!r} is not a node defined before it in the plan")
+            yield "PARENT " + " ".join(parents) + " CHILD " + name
         defined.add(name)
+
+
+@dataclass(frozen=True, slots=True)
+class _StepLines:
+    """What every node of one step writes the same way."""
+
+    node_vars: NodeVars
+    vars_format: str  # "VARS {node} Macro1="{}" Macro2="{}" ...", the node's escaped values to fill in
+    job_tail: str  # after "JOB <node>": the submit file
+    retry_tail: str | None  # after "RETRY <node>": the count and UNLESS-EXIT, None for no RETRY line
+    priority: int
+    gpu: bool
+
+    @classmethod
+    def of(cls, sub: StepSubmit, priority: int, gpu: bool) -> _StepLines:
+        retry_tail = None
+        if sub.dagman_retries > 0:
+            retry_tail = f" {sub.dagman_retries}"
+            if sub.dagman_retry_unless_exit is not None:
+                retry_tail += f" UNLESS-EXIT {int(sub.dagman_retry_unless_exit)}"
+        node_vars = NodeVars(sub)
+        macros = "".join(f' {escape.macro_name(macro)}="{{}}"' for macro in node_vars.macros())
+        return cls(
+            node_vars=node_vars,
+            vars_format="VARS {}" + macros,
+            job_tail=" " + escape.dag_path(str(sub.path), f"step {sub.step} submit file"),
+            retry_tail=retry_tail,
+            priority=int(priority),
+            gpu=gpu,
+        )
