@@ -70,7 +70,6 @@ def dag_lines(plan: Plan, submits: dict[str, StepSubmit], files: DagFiles, optio
 
     steps = {name: _StepLines.of(sub, plan.steps[name].priority, name in gpu_steps) for name, sub in submits.items()}
     node_name = escape.node_name
-    vars_escape = escape.vars_escape
     check_text = escape.check_text
     defined: set[str] = set()
     for node in plan.nodes.values():
@@ -78,13 +77,9 @@ def dag_lines(plan: Plan, submits: dict[str, StepSubmit], files: DagFiles, optio
         step = steps[node.step]
         try:
             node_name(name)
-            values = step.node_vars.values(node)
-            # DAGMan VARS quoting for all values at once across \x1f separators (never inside a value:
-            # the escape functions refuse control characters); vars_format adds the quotes.
-            parts = vars_escape("\x1f".join(values)).split("\x1f")
-            if len(parts) != len(values):
-                raise ValueError("a value contains a control character")
-            line = step.vars_format.format(name, *parts)
+            # vars_format adds the quotes around the VARS-escaped values; the check of the whole line
+            # guards against any control character (a line break would start a new DAG line)
+            line = step.vars_format.format(name, *step.node_vars.values(node, for_vars=True))
             check_text(line, "VARS line")
             yield "JOB " + name + step.job_tail
             yield line

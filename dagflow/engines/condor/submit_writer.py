@@ -164,32 +164,34 @@ class NodeVars:
     def __init__(self, sub: StepSubmit) -> None:
         self.sub = sub
         # Keyed by id(): expand() hands every node of a step the same env dict when it is constant.
-        self._env: dict[int, tuple[dict[str, str], str]] = {}
-        self._coords: dict[str, str] = {}
+        # Each memo holds the value as submit text and as the inside of a DAGMan VARS value.
+        self._env: dict[int, tuple[dict[str, str], tuple[str, str]]] = {}
+        self._coords: dict[str | None, tuple[str, str]] = {None: ("undefined", "undefined")}
 
-    def _environment(self, env: dict[str, str]) -> str:
+    def _environment(self, env: dict[str, str]) -> tuple[str, str]:
         hit = self._env.get(id(env))
         if hit is not None and hit[0] is env:
             return hit[1]
         text = escape.environment(env)
-        self._env[id(env)] = (env, text)
-        return text
+        forms = (text, escape.vars_escape(text))
+        self._env[id(env)] = (env, forms)
+        return forms
 
-    def _coordinate(self, axis: str, value: str | None) -> str:
-        if value is None:
-            return "undefined"
-        literal = self._coords.get(value)
-        if literal is None:
-            literal = self._coords[value] = escape.classad_string(value, f"matrix {axis}")
-        return literal
+    def _coordinate(self, axis: str, value: str | None) -> tuple[str, str]:
+        forms = self._coords.get(value)
+        if forms is None:
+            literal = escape.classad_string(value, f"matrix {axis}")  # type: ignore[arg-type]
+            forms = self._coords[value] = (literal, escape.vars_escape(literal))
+        return forms
 
     def macros(self) -> list[str]:
         """The macro names every node of the step sets, in the order values() gives them."""
         names = [ARGS_MACRO, ENV_MACRO] + [macro for _, macro in self.sub.axis_macros]
         return [*names, TRIAL_ATTRIBUTE] if self.sub.has_trial else names
 
-    def values(self, node: Node) -> list[str]:
-        """The node's macro values, already submit-language text, in macros() order."""
+    def values(self, node: Node, for_vars: bool = False) -> list[str]:
+        """The node's macro values, already submit-language text, in macros() order; with for_vars,
+        each also escaped as the inside of a DAGMan VARS value (`\\` and `"` backslash-escaped)."""
         argv = node.argv
         if not argv:
             raise ValueError("the command is empty")
@@ -197,10 +199,12 @@ class NodeVars:
         if first.startswith("-") or "=" in first:
             # /usr/bin/env would read it as an option or a VAR=value assignment, not a program.
             raise ValueError(f"program name {first!r} must not start with '-' or contain '='")
-        values = [escape.arguments(argv), self._environment(node.env)]
+        form = 1 if for_vars else 0
+        arguments = escape.arguments(argv)
+        values = [escape.vars_escape(arguments) if for_vars else arguments, self._environment(node.env)[form]]
         coords = node.coords
         for axis, _ in self.sub.axis_macros:
-            values.append(self._coordinate(axis, coords.get(axis)))
+            values.append(self._coordinate(axis, coords.get(axis))[form])
         if self.sub.has_trial:
             values.append("undefined" if node.trial is None else str(int(node.trial)))
         return values
