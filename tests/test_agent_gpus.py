@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,15 @@ def _fake_nvidia_smi(directory: Path, script: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
-def test_falls_back_to_nvidia_smi_when_nvml_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # No NVIDIA driver here: NVML's library is missing, so detection must go on to nvidia-smi.
+@pytest.fixture
+def without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hide NVML (`import pynvml` fails), so a machine with a real GPU and driver tests the same way."""
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+
+
+def test_falls_back_to_nvidia_smi_when_nvml_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, without_nvml: None
+) -> None:
     _fake_nvidia_smi(tmp_path, f'cat "{DATA / "nvidia-smi-8xA100-80GB.csv"}"\n')
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     assert gpus.detect_with_nvml() is None
@@ -62,7 +70,7 @@ def test_falls_back_to_nvidia_smi_when_nvml_is_missing(tmp_path: Path, monkeypat
     assert summary is not None and summary.source == "nvidia-smi" and summary.count == 8
 
 
-def test_old_driver_without_compute_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_old_driver_without_compute_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, without_nvml: None) -> None:
     old = DATA / "nvidia-smi-old-driver.txt"
     legacy = DATA / "nvidia-smi-1xT4-legacy.csv"
     _fake_nvidia_smi(
@@ -75,6 +83,6 @@ def test_old_driver_without_compute_cap(tmp_path: Path, monkeypatch: pytest.Monk
     assert (summary.count, summary.memory_mb, summary.capability) == (1, 15360, None)
 
 
-def test_no_gpus_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_gpus_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, without_nvml: None) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     assert gpus.detect_gpus() is None
