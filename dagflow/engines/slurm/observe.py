@@ -1,4 +1,4 @@
-"""Reading a Slurm run: what Slurm still holds (`squeue --json`), folded into the run's journal.
+"""Reading a Slurm run: what Slurm still holds (`squeue`, see commands.queued_jobs), folded into the run's journal.
 
 The node wrapper journals every attempt's start and end itself, so the journal already holds most of a
 run. What only Slurm knows is added here, as journal events, so that `dagflow status` reads one journal
