@@ -85,13 +85,15 @@ def run_command(
 
         local_only = {"--jobs": jobs, "--gpus": gpus, "--force": force, "--no-cache": no_cache}
         raise typer.Exit(run_on_slurm(pipeline, resume, run_id, runs_dir, json_output, local_only))
-    from dagflow.engines.local import JsonReporter, PlainReporter, RunOptions, resume_local, run_local
-    from dagflow.engines.local.live_view import RichReporter
+    from dagflow.engines.local import JsonReporter, PlainReporter, Reporter, RunOptions, resume_local, run_local
 
     hint = _runs_dir_hint(runs_dir)
+    reporter: Reporter
     if json_output:
         reporter = JsonReporter()
     elif sys.stdout.isatty():
+        from dagflow.engines.local.live_view import RichReporter  # rich is only needed on a terminal
+
         reporter = RichReporter(runs_dir_hint=hint)
     else:
         reporter = PlainReporter(runs_dir_hint=hint)
