@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_local_support import make_plan, node, step
 
-from dagflow.engines.local import RunOptions, resume_local, run_local
+from dagflow.engines.local import LocalEngine, RunOptions, resume_local, run_local
 from dagflow.engines.local.resources import ResourceError
 from dagflow.plan import Node, Resources
 from dagflow.run.journal import read_journal
@@ -244,7 +244,6 @@ def test_resume_reruns_only_what_did_not_succeed(tmp_path: Path) -> None:
 
 
 def test_the_engine_contract_runs_a_detached_runner(tmp_path: Path) -> None:
-    from dagflow.engines.local import LocalEngine
     from dagflow.run.status import read_status
 
     s = step("s")
@@ -274,14 +273,16 @@ def test_output_is_captured_whole_and_retries_append(tmp_path: Path) -> None:
     assert layout.stderr_path("flaky").read_text() == "err-1\n\n=== dagflow: attempt 2 ===\nerr-2\n"
 
 
-def test_a_running_nodes_output_reaches_its_log_while_it_runs(tmp_path: Path) -> None:
-    from dagflow.engines.local import LocalEngine
-
-    plan = make_plan(tmp_path, [step("s")], [node("chatty", "s", "echo started; echo warming >&2; sleep 30")])
+def submit_detached(tmp_path: Path, name: str, script: str) -> tuple[LocalEngine, Path, RunLayout]:
+    """One node run by a detached runner through the Engine contract."""
     run_dir = tmp_path / ".dagflow" / "runs" / "r1"
     engine = LocalEngine(options(tmp_path))
-    engine.submit(plan, run_dir)
-    layout = RunLayout.from_run_dir(run_dir)
+    engine.submit(make_plan(tmp_path, [step("s")], [node(name, "s", script)]), run_dir)
+    return engine, run_dir, RunLayout.from_run_dir(run_dir)
+
+
+def test_a_running_nodes_output_reaches_its_log_while_it_runs(tmp_path: Path) -> None:
+    engine, run_dir, layout = submit_detached(tmp_path, "chatty", "echo started; echo warming >&2; sleep 30")
     deadline = time.monotonic() + 30
     try:
         while lines(layout.stdout_path("chatty")) != ["started"] or lines(layout.stderr_path("chatty")) != ["warming"]:
@@ -293,14 +294,9 @@ def test_a_running_nodes_output_reaches_its_log_while_it_runs(tmp_path: Path) ->
 
 
 def test_engine_cancel_sends_sigterm_and_the_run_ends_interrupted(tmp_path: Path) -> None:
-    from dagflow.engines.local import LocalEngine
     from dagflow.run.status import read_status
 
-    plan = make_plan(tmp_path, [step("s")], [node("sleepy", "s", "sleep 30")])
-    run_dir = tmp_path / ".dagflow" / "runs" / "r1"
-    engine = LocalEngine(options(tmp_path))
-    engine.submit(plan, run_dir)
-    layout = RunLayout.from_run_dir(run_dir)
+    engine, run_dir, layout = submit_detached(tmp_path, "sleepy", "sleep 30")
     deadline = time.monotonic() + 30
     while engine.status(run_dir)["sleepy"] != "running":
         assert time.monotonic() < deadline
