@@ -154,3 +154,93 @@ def test_optuna_tpe_engine_takes_pending_points_and_arrays() -> None:
     for point in batch:
         space.encode(point)  # valid in the space
         assert len(point["w"]) == 2 and isinstance(point["k"], int)
+
+
+def bowl_space() -> SearchSpace:
+    return SearchSpace({f"x{i}": VariableSpec(type="FLOAT", min=0, max=1) for i in range(2)})
+
+
+BOWL_MIN = np.array([0.62, 0.31])
+
+
+def bowl(params: dict) -> float:
+    return float(np.sum((np.array([params["x0"], params["x1"]]) - BOWL_MIN) ** 2))
+
+
+def bowl_history(n: int = 16) -> list[Observation]:
+    space = bowl_space()
+    points = [space.decode(row) for row in np.random.default_rng(4).random((n, 2))]
+    return [Observation(p, bowl(p)) for p in points]
+
+
+def test_a_batch_spends_a_point_on_the_posterior_mean_minimum() -> None:
+    from dagflow.search.gp import fit_gp
+    from dagflow.search.gp_ei import GPEI
+    from dagflow.search.optimizer import Taken
+
+    space = bowl_space()
+    history = bowl_history()
+    x = space.encode_many([o.params for o in history])
+    y = np.array([o.value for o in history])
+    model, standardise = fit_gp(x, y, np.random.default_rng(0))
+    grid = np.stack(np.meshgrid(np.linspace(0, 1, 101), np.linspace(0, 1, 101)), axis=-1).reshape(-1, 2)
+    grid_minimum = model.predict(grid)[0].min()
+    engine, rng = GPEI(space), np.random.default_rng(1)
+    taken, chosen = Taken(2), []
+    taken.add(x)
+    best = float(standardise(y).min())
+    fantasy, _ = engine._add_exploitation_point(model, best, x, y, taken, chosen, rng)
+    (point,) = chosen
+    assert model.predict(point[None, :])[0][0] <= grid_minimum
+    assert np.abs(point - BOWL_MIN).max() < 0.02
+    assert len(fantasy.x) == len(x) + 1  # the batch's other points see it as a fantasy
+    # Once a point is in flight there, it is not added again.
+    again: list[np.ndarray] = []
+    engine._add_exploitation_point(fantasy, best, x, y, taken, again, rng)
+    assert again == []
+
+
+def test_a_batch_is_spread_out_and_keeps_a_point_near_the_minimum() -> None:
+    space = bowl_space()
+    batch = make_optimizer(space, "gp", seed=0).suggest(4, bowl_history())
+    units = space.encode_many(batch)
+    assert np.abs(units[0] - BOWL_MIN).max() < 0.02  # the exploitation point comes first
+    assert len({tuple(u) for u in units.round(9)}) == 4
+
+
+def test_no_exploitation_point_for_a_single_suggestion(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dagflow.search import gp_ei
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a single suggestion must come from EI alone")
+
+    monkeypatch.setattr(gp_ei, "minimise_mean", refuse)
+    assert len(make_optimizer(bowl_space(), "gp", seed=0).suggest(1, bowl_history())) == 1
+
+
+def test_the_exploitation_point_is_not_repeated_while_pending() -> None:
+    space = bowl_space()
+    history = bowl_history()
+    optimizer = make_optimizer(space, "gp", seed=0)
+    first = optimizer.suggest(2, history)
+    later = optimizer.suggest(2, history, first)
+    units = space.encode_many(later + first)
+    distances = np.abs(units[:, None, :] - units[None, :, :]).max(axis=2)
+    np.fill_diagonal(distances, 1.0)
+    assert distances.min() > 1e-3
+
+
+def test_power_warp_keeps_the_order_and_evens_out_skew() -> None:
+    from scipy.stats import skew
+
+    from dagflow.search.gp import PowerWarp, Standardiser
+
+    y = np.exp(np.random.default_rng(0).normal(0.0, 1.5, 40))  # long tail of bad losses
+    warp = PowerWarp.of(y)
+    assert warp is not None
+    warped = warp(y)
+    assert np.array_equal(np.argsort(warped), np.argsort(y))
+    assert abs(skew(warped)) < abs(skew(y)) / 4
+    standardised = Standardiser.of(y)(y)
+    assert np.isclose(np.std(standardised), 1.0)
+    assert np.isfinite(Standardiser.of(np.ones(5))(np.ones(5))).all()
