@@ -9,7 +9,11 @@ bookkeeping. All tools get 2 slots. Shapes:
 Tools:
 
   floor      a minimal Python executor in this process: subprocess.Popen(["true"]) in dependency order,
-             2 at a time, reaping with os.wait(); nothing else. The ratio column divides by its time.
+             2 at a time, reaping with os.wait(); nothing else. The "x floor" column divides by its time.
+  spawn-floor  the same minimal executor, but starting each command the way dagflow does: posix_spawn in
+             its own process group, stdin from /dev/null, stdout and stderr to pipes read at exit, SIGPIPE
+             and SIGXFSZ back to their defaults (what a node needs for timeouts, kills and logs). The "x
+             spawn-floor" column divides by its time: what dagflow's orchestration adds on top.
   dagflow    `dagflow run pipeline.yaml --jobs 2` on a generated pipeline file (total CLI wall time:
              load, validate, expand, run, journal).
   snakemake  `snakemake --cores 2 --scheduler greedy` on an equivalent Snakefile (one wildcard rule per
@@ -30,6 +34,8 @@ import argparse
 import json
 import os
 import shutil
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,7 +47,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 OTHERS_VENV = HERE / ".venv-others"
-TOOLS = ("floor", "dagflow", "snakemake", "luigi")
+TOOLS = ("floor", "spawn-floor", "dagflow", "snakemake", "luigi")
 SLOTS = 2
 
 
@@ -216,12 +222,66 @@ def floor_executor(parents: dict[str, list[str]], slots: int) -> int:
     return finished
 
 
-def bench_floor(shape: Shape, workdir: Path, timeout: float) -> Result:
+def spawn_floor_executor(parents: dict[str, list[str]], slots: int) -> int:
+    """floor_executor, starting each `true` as dagflow's local runner starts a node (see the module doc)."""
+    program = shutil.which("true") or "/bin/true"
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    defaults = (signal.SIGPIPE, signal.SIGXFSZ)
+    waiting = {name: len(ps) for name, ps in parents.items()}
+    children: dict[str, list[str]] = {name: [] for name in parents}
+    for name, ps in parents.items():
+        for parent in ps:
+            children[parent].append(name)
+    ready = [name for name, count in waiting.items() if count == 0]
+    ready.reverse()
+    running: dict[int, tuple[str, int, int]] = {}  # pid -> (node, stdout read end, stderr read end)
+    finished = 0
+    try:
+        while ready or running:
+            while ready and len(running) < slots:
+                name = ready.pop()
+                out_r, out_w = os.pipe()
+                err_r, err_w = os.pipe()
+                dup2 = os.POSIX_SPAWN_DUP2
+                actions = [(dup2, devnull, 0), (dup2, out_w, 1), (dup2, err_w, 2)]
+                pid = os.posix_spawn(
+                    program, ["true"], os.environ, file_actions=actions, setpgroup=0, setsigdef=defaults
+                )
+                os.close(out_w)
+                os.close(err_w)
+                running[pid] = (name, out_r, err_r)
+            pid, status = os.wait()
+            name, out_r, err_r = running.pop(pid)
+            for fd in (out_r, err_r):
+                while os.read(fd, 65536):
+                    pass
+                os.close(fd)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise RuntimeError(f"spawn-floor: node {name} failed")
+            finished += 1
+            for child in children[name]:
+                waiting[child] -= 1
+                if waiting[child] == 0:
+                    ready.append(child)
+    finally:
+        os.close(devnull)
+    return finished
+
+
+def _bench_executor(tool: str, executor: Callable[[dict[str, list[str]], int], int], shape: Shape) -> Result:
     started = time.perf_counter()
-    count = floor_executor(shape.parents, SLOTS)
+    count = executor(shape.parents, SLOTS)
     wall = time.perf_counter() - started
     note = "" if count == shape.nodes else f"ran {count} of {shape.nodes}"
-    return Result(shape.name, shape.nodes, "floor", wall if not note else None, note)
+    return Result(shape.name, shape.nodes, tool, wall if not note else None, note)
+
+
+def bench_floor(shape: Shape, workdir: Path, timeout: float) -> Result:
+    return _bench_executor("floor", floor_executor, shape)
+
+
+def bench_spawn_floor(shape: Shape, workdir: Path, timeout: float) -> Result:
+    return _bench_executor("spawn-floor", spawn_floor_executor, shape)
 
 
 # --- dagflow --------------------------------------------------------------------------------------
@@ -342,6 +402,7 @@ def bench_luigi(shape: Shape, workdir: Path, timeout: float) -> Result:
 
 BENCHES: dict[str, Callable[[Shape, Path, float], Result]] = {
     "floor": bench_floor,
+    "spawn-floor": bench_spawn_floor,
     "dagflow": bench_dagflow,
     "snakemake": bench_snakemake,
     "luigi": bench_luigi,
@@ -352,24 +413,29 @@ BENCHES: dict[str, Callable[[Shape, Path, float], Result]] = {
 
 
 def render_table(results: list[Result]) -> str:
-    floors = {r.shape: r.wall_s for r in results if r.tool == "floor" and r.wall_s}
-    header = ("shape", "nodes", "tool", "wall s", "x floor", "ms/node over floor", "note")
+    floors = {(r.shape, r.tool): r.wall_s for r in results if r.tool in ("floor", "spawn-floor") and r.wall_s}
+    header = ("shape", "nodes", "tool", "wall s", "x floor", "x spawn-floor", "ms/node over floor", "note")
+    numeric = (1, 3, 4, 5, 6)
+
+    def ratio(r: Result, floor_tool: str) -> str:
+        floor = floors.get((r.shape, floor_tool))
+        return f"{r.wall_s / floor:.2f}" if r.wall_s is not None and floor else "-"
+
     rows = [header]
     for r in results:
-        floor = floors.get(r.shape)
+        floor = floors.get((r.shape, "floor"))
         wall = f"{r.wall_s:.2f}" if r.wall_s is not None else "-"
-        ratio = f"{r.wall_s / floor:.2f}" if r.wall_s is not None and floor else "-"
         extra = (
             f"{(r.wall_s - floor) / r.nodes * 1000:.2f}"
             if r.wall_s is not None and floor and r.tool != "floor"
             else "-"
         )
-        rows.append((r.shape, str(r.nodes), r.tool, wall, ratio, extra, r.note))
+        rows.append((r.shape, str(r.nodes), r.tool, wall, ratio(r, "floor"), ratio(r, "spawn-floor"), extra, r.note))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = []
     for index, row in enumerate(rows):
         cells = [
-            cell.rjust(width) if i in (1, 3, 4, 5) else cell.ljust(width)
+            cell.rjust(width) if i in numeric else cell.ljust(width)
             for i, (cell, width) in enumerate(zip(row, widths, strict=False))
         ]
         lines.append("  ".join([*cells, row[-1]]).rstrip())
@@ -378,21 +444,35 @@ def render_table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def best_of(repeat: int, tool: str, shape: Shape, base: Path, timeout: float) -> Result:
-    """Run a tool `repeat` times, each in a fresh directory; keep the fastest (or the first failure)."""
-    best: Result | None = None
+def run_rounds(repeat: int, tools: list[str], shape: Shape, base: Path, timeout: float) -> list[Result]:
+    """Run every tool `repeat` times in alternating rounds (so a slow spell of the machine hits all of
+    them alike), each run in a fresh directory; keep each tool's fastest run, or its first failure."""
+    best: dict[str, Result] = {}
+    walls: dict[str, list[float]] = {tool: [] for tool in tools}
+    failed: set[str] = set()
     for attempt in range(repeat):
-        workdir = base / str(attempt)
-        workdir.mkdir(parents=True)
-        result = BENCHES[tool](shape, workdir, timeout)
-        if result.wall_s is None:
-            return result
-        if best is None or result.wall_s < (best.wall_s or 0):
-            best = result
-    assert best is not None
+        for tool in tools:
+            if tool in failed:
+                continue
+            workdir = base / tool / str(attempt)
+            workdir.mkdir(parents=True)
+            log(f"{shape.name} ({shape.nodes} nodes): {tool} ...")
+            result = BENCHES[tool](shape, workdir, timeout)
+            log(f"{shape.name}: {tool} {f'{result.wall_s:.2f}s' if result.wall_s is not None else result.note}")
+            if result.wall_s is None:
+                failed.add(tool)
+                best[tool] = result
+            else:
+                walls[tool].append(result.wall_s)
+                if tool not in best or result.wall_s < (best[tool].wall_s or 0):
+                    best[tool] = result
+    results = [best[tool] for tool in tools]
     if repeat > 1:
-        best.note = f"best of {repeat}" + (f"; {best.note}" if best.note else "")
-    return best
+        for result in results:
+            if result.wall_s is not None:
+                median = statistics.median(walls[result.tool])
+                result.note = f"best of {repeat}, median {median:.2f}s" + (f"; {result.note}" if result.note else "")
+    return results
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -436,15 +516,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for shape_name in args.shape_names:
             shape = shapes[shape_name]
+            tools = [tool for tool in args.tools if tool not in skipped]
+            ran = {r.tool: r for r in run_rounds(args.repeat, tools, shape, root / shape.name, args.timeout)}
             for tool in args.tools:
-                if tool in skipped:
-                    results.append(Result(shape.name, shape.nodes, tool, None, f"skipped: {skipped[tool]}"))
-                    continue
-                log(f"{shape.name} ({shape.nodes} nodes): {tool} ...")
-                result = best_of(args.repeat, tool, shape, root / shape.name / tool, args.timeout)
-                shown = f"{result.wall_s:.2f}s" if result.wall_s is not None else result.note
-                log(f"{shape.name}: {tool} {shown}")
-                results.append(result)
+                skip = Result(shape.name, shape.nodes, tool, None, f"skipped: {skipped.get(tool)}")
+                results.append(ran.get(tool, skip))
     finally:
         if args.keep:
             log(f"kept {root}")
