@@ -189,15 +189,67 @@ def test_a_batch_spends_a_point_on_the_posterior_mean_minimum() -> None:
     taken, chosen = Taken(2), []
     taken.add(x)
     best = float(standardise(y).min())
-    fantasy, _ = engine._add_exploitation_point(model, best, x, y, taken, chosen, rng)
+    fantasy, _ = engine._add_exploitation_point(model, best, x, y, taken, np.empty((0, 2)), chosen, rng)
     (point,) = chosen
     assert model.predict(point[None, :])[0][0] <= grid_minimum
     assert np.abs(point - BOWL_MIN).max() < 0.02
     assert len(fantasy.x) == len(x) + 1  # the batch's other points see it as a fantasy
     # Once a point is in flight there, it is not added again.
     again: list[np.ndarray] = []
-    engine._add_exploitation_point(fantasy, best, x, y, taken, again, rng)
+    engine._add_exploitation_point(fantasy, best, x, y, taken, point[None, :], again, rng)
     assert again == []
+    # Nor next to a pending point a fraction of a length scale away, which the 1e-3 radius let through.
+    near = np.clip(point + 0.1 * model.length_scales, 0.0, 1.0)
+    taken_elsewhere = Taken(2)
+    taken_elsewhere.add(x)
+    engine._add_exploitation_point(model, best, x, y, taken_elsewhere, near[None, :], again, rng)
+    assert again == []
+    engine._add_exploitation_point(model, best, x, y, taken_elsewhere, np.empty((0, 2)), again, rng)
+    assert len(again) == 1
+
+
+def test_posterior_draws_have_the_posterior_mean_and_sd() -> None:
+    from dagflow.search.gp import fit_gp
+
+    space = bowl_space()
+    history = bowl_history()
+    x = space.encode_many([o.params for o in history])
+    model, _ = fit_gp(x, np.array([o.value for o in history]), np.random.default_rng(0))
+    query = np.random.default_rng(2).random((50, 2))
+    draws = model.sample(query, 4000, np.random.default_rng(3))
+    mean, sd = model.predict(query)
+    assert np.abs(draws.mean(axis=0) - mean).max() < 0.1 * sd.max()
+    assert np.allclose(draws.std(axis=0), sd, rtol=0.1, atol=1e-3)
+    # Joint, not independent per point: two nearby points correlate as the posterior says.
+    pair = np.array([[0.5, 0.5], [0.52, 0.5]])
+    sd_b = model.predict(pair)[1][1]
+    sd_b_given_a = model.condition(pair[:1], model.predict(pair[:1])[0]).predict(pair[1:])[1][0]
+    expected = np.sqrt(max(sd_b**2 - sd_b_given_a**2, 0.0)) / sd_b
+    observed = np.corrcoef(model.sample(pair, 4000, np.random.default_rng(4)).T)[0, 1]
+    assert expected > 0.5 and abs(observed - expected) < 0.05
+
+
+def test_half_of_a_batch_comes_from_thompson_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dagflow.search.gp_ei import GPEI
+
+    counts: list[int] = []
+    original = GPEI._thompson
+
+    def spy(self: GPEI, *args: object) -> list[np.ndarray]:
+        counts.append(args[-2])  # type: ignore[arg-type]
+        return original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(GPEI, "_thompson", spy)
+    space = bowl_space()
+    optimizer = make_optimizer(space, "gp", seed=0)
+    batch = optimizer.suggest(8, bowl_history())
+    assert counts == [4] and len(batch) == 8
+    units = space.encode_many(batch)
+    # Late in a search the draws crowd the likely optimum rather than spreading like EI.
+    assert (np.abs(units[1:5] - BOWL_MIN).max(axis=1) < 0.2).sum() >= 2
+    counts.clear()
+    optimizer.suggest(1, bowl_history())
+    assert counts == [0]  # a single suggestion is EI alone, as before
 
 
 def test_a_batch_is_spread_out_and_keeps_a_point_near_the_minimum() -> None:

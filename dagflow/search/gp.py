@@ -82,6 +82,19 @@ class GPModel:
         var = np.maximum(self.amplitude - np.sum(v * v, axis=0), 1e-12)
         return mean, np.sqrt(var)
 
+    def sample(self, xq: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+        """count joint draws of the latent function at the rows of xq: shape (count, m)."""
+        scaled_q = xq / self.length_scales
+        k_qq, _ = matern52(scaled_q, scaled_q)
+        k_qx, _ = matern52(scaled_q, self.x / self.length_scales)
+        k_qx *= self.amplitude
+        v = solve_triangular(self.chol, k_qx.T, lower=True)
+        cov = self.amplitude * k_qq - v.T @ v
+        cov[np.diag_indices_from(cov)] += 1e-8 * self.amplitude
+        mean = k_qx @ self.alpha
+        factor = _psd_factor(cov)
+        return mean[None, :] + rng.standard_normal((count, factor.shape[1])) @ factor.T
+
     def predict_with_gradient(self, xq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Mean, sd, and their gradients with respect to each query row: shapes (m,), (m,), (m, d), (m, d)."""
         ls2 = self.length_scales**2
@@ -99,6 +112,15 @@ class GPModel:
         sd = np.sqrt(var)
         dvar = -2.0 * np.einsum("mnd,nm->md", dk, w)
         return mean, sd, dmean, dvar / (2.0 * sd[:, None])
+
+
+def _psd_factor(cov: np.ndarray) -> np.ndarray:
+    """F with F F^T = cov: Cholesky, or an eigendecomposition when rounding left cov indefinite."""
+    try:
+        return np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:
+        values, vectors = np.linalg.eigh(cov)
+        return vectors * np.sqrt(np.maximum(values, 0.0))
 
 
 @dataclass(frozen=True, slots=True)

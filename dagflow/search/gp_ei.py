@@ -9,6 +9,8 @@
   the variance, so EI moves elsewhere.
 - In a batch (more than one point in flight) one point goes to pure exploitation, the posterior
   mean's minimiser, before EI fills the rest.
+- In a batch of n points, n // 2 of them are Thompson samples: each the minimiser, over a candidate
+  set, of an independent joint draw from the posterior (see GPEI._thompson).
 - Losses are power-warped before the GP sees them (see gp.PowerWarp).
 """
 
@@ -26,9 +28,18 @@ from dagflow.search.optimizer import Observation, Taken, fill_random, rng_for
 from dagflow.search.space import Params, SearchSpace
 from dagflow.search.threads import single_threaded
 
-# A batch's exploitation point is skipped when an observed or pending point is this close (max-norm,
-# unit cube): it would add nothing the model does not already know.
+# A batch's exploitation point is skipped when an observed point is this close (max-norm, unit cube):
+# it would add nothing the model does not already know.
 EXPLOIT_RADIUS = 1e-3
+# ... or when a pending or chosen point is this close, per input in units of its length scale: its
+# result will soon tell the model about the minimiser. With 8 in flight the 1e-3 radius let nearly every
+# suggestion be another exploitation point next to the pending ones: a8, 10 seeds, median regret at
+# 20 evaluations 1.45 -> 0.59 (Branin), 2.00 -> 1.72 (Hartmann6).
+PENDING_EXPLOIT_RADIUS = 0.2
+# Thompson-sample candidates: a Sobol design of 2**THOMPSON_SOBOL_POWER points plus this many around
+# each of two scales of the best points so far; the joint draw costs O(m^3) in their number m.
+THOMPSON_SOBOL_POWER = 10
+THOMPSON_LOCAL = 256
 
 
 class GPEI:
@@ -81,7 +92,12 @@ class GPEI:
                 model, best = self._fantasise(model, best, fantasies)
             good_x, good_y = observed[~failed], y[~failed]
             if len(pending_x) + n >= 2:
-                model, best = self._add_exploitation_point(model, best, good_x, good_y, taken, chosen, rng)
+                inflight = np.vstack([pending_x, *chosen]) if chosen else pending_x
+                model, best = self._add_exploitation_point(model, best, good_x, good_y, taken, inflight, chosen, rng)
+            samples = self._thompson(model, good_x, good_y, taken, chosen, min(n // 2, n - len(chosen)), rng)
+            if samples:
+                chosen.extend(samples)
+                model, best = self._fantasise(model, best, np.vstack(samples))
             while len(chosen) < n:
                 row = self._maximise(model, best, good_x, good_y, taken, rng)
                 if row is None:
@@ -158,6 +174,7 @@ class GPEI:
         good_x: np.ndarray,
         good_y: np.ndarray,
         taken: Taken,
+        inflight: np.ndarray,
         chosen: list[np.ndarray],
         rng: np.random.Generator,
     ) -> tuple[GPModel, float]:
@@ -167,8 +184,57 @@ class GPEI:
         median regret at 40 evaluations 2.4e-4 without this point, 1.3e-4 with it."""
         point, _ = minimise_mean(model, self._candidates(good_x, good_y, rng))
         point = self.space.snap(point)[0]
-        if taken.near(point, EXPLOIT_RADIUS):
+        if taken.near(point, EXPLOIT_RADIUS) or _near(inflight, point, PENDING_EXPLOIT_RADIUS * model.length_scales):
             return model, best
         taken.add(point)
         chosen.append(point)
         return self._fantasise(model, best, point[None, :])
+
+    def _thompson(
+        self,
+        model: GPModel,
+        good_x: np.ndarray,
+        good_y: np.ndarray,
+        taken: Taken,
+        chosen: list[np.ndarray],
+        count: int,
+        rng: np.random.Generator,
+    ) -> list[np.ndarray]:
+        """Up to count batch points, each the minimiser of its own joint posterior draw over one
+        candidate set. EI under believer fantasies spreads a batch by construction; posterior draws
+        spread it only as far as the model is unsure, so late batches crowd the likely optimum.
+        Batches of 8, median regret at 40 evaluations: Branin (30 seeds) 2.5e-4 -> 8.9e-5 with half
+        the batch drawn this way, 7.9e-5 with all of it; Hartmann6 (20 seeds) 0.136 -> 0.137 with
+        half, but 0.18 -> 0.32 (10 seeds) with all of it: in 6 dimensions the draws' minimisers are
+        coarse and spread, so EI keeps the other half."""
+        if count <= 0:
+            return []
+        points = self._thompson_candidates(good_x, good_y, chosen, rng)
+        out: list[np.ndarray] = []
+        for draw in model.sample(points, count, rng):
+            ranked = points[np.argsort(draw)]
+            free = ~taken.mask(ranked)
+            if free.any():
+                row = ranked[int(np.argmax(free))]
+                taken.add(row)
+                out.append(row)
+        return out
+
+    def _thompson_candidates(
+        self, good_x: np.ndarray, good_y: np.ndarray, chosen: list[np.ndarray], rng: np.random.Generator
+    ) -> np.ndarray:
+        """A fresh Sobol design, and points around the best observed and the already chosen points
+        (the draws' minimisers, late in a search, sit close to them)."""
+        sobol = qmc.Sobol(self.space.dim, scramble=True, seed=rng).random_base2(THOMPSON_SOBOL_POWER)
+        centres = np.vstack([good_x[np.argsort(good_y)[:4]], *chosen])
+        shape = (THOMPSON_LOCAL, self.space.dim)
+        local = [
+            centres[rng.integers(len(centres), size=THOMPSON_LOCAL)] + rng.normal(0.0, scale, shape)
+            for scale in (0.01, 0.1)
+        ]
+        return self.space.snap(np.vstack([sobol, np.clip(np.vstack(local), 0.0, 1.0)]))
+
+
+def _near(points: np.ndarray, unit: np.ndarray, radii: np.ndarray) -> bool:
+    """Whether a row of points lies within radii of unit in every input."""
+    return bool(len(points)) and bool((np.abs(points - unit) < radii).all(axis=1).any())
