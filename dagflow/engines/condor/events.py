@@ -12,9 +12,9 @@ A job event log is a sequence of events, each ended by a line `...`:
 
 The node name is in the log only in the submit event (`DAG Node: name`, DAGMan's DAGNodeName note),
 so later events are tied to a node through their cluster id. `htcondor2.JobEventLog` reads this
-format, but spends about 10 µs per event; `scan_events` reads only the header line and the two lines
-after it of the events status needs, with one regular expression over the whole file, and the tests
-check that it agrees with JobEventLog on every event kind it handles.
+format, but spends about 10 µs per event; `scan_events` reads only the header line, the line after
+it and a hold's `Code` line of the events status needs, with one regular expression over the whole
+file, and the tests check that it agrees with JobEventLog on every event kind it handles.
 """
 
 from __future__ import annotations
