@@ -192,8 +192,13 @@ def count_markers(directory: Path) -> int:
 # --- the floor ------------------------------------------------------------------------------------
 
 
-def floor_executor(parents: dict[str, list[str]], slots: int) -> int:
-    """Spawn `true` for every node in dependency order, `slots` at a time. Returns nodes run."""
+# Starts one `true`; returns its pid and what to do once os.wait() has reaped it (with its status).
+Starter = Callable[[], tuple[int, Callable[[int], None]]]
+
+
+def minimal_executor(parents: dict[str, list[str]], slots: int, start: Starter) -> int:
+    """Start a `true` for every node in dependency order, `slots` at a time, reaping with os.wait();
+    nothing else. Returns nodes run."""
     waiting = {name: len(ps) for name, ps in parents.items()}
     children: dict[str, list[str]] = {name: [] for name in parents}
     for name, ps in parents.items():
@@ -201,19 +206,18 @@ def floor_executor(parents: dict[str, list[str]], slots: int) -> int:
             children[parent].append(name)
     ready = [name for name, count in waiting.items() if count == 0]
     ready.reverse()  # pop() from the end keeps the topological order
-    # Keep the Popen objects: one dropped while running is reaped by subprocess's own cleanup.
-    running: dict[int, tuple[str, subprocess.Popen[bytes]]] = {}
+    running: dict[int, tuple[str, Callable[[int], None]]] = {}
     finished = 0
     while ready or running:
         while ready and len(running) < slots:
             name = ready.pop()
-            process = subprocess.Popen(["true"])
-            running[process.pid] = (name, process)
+            pid, reaped = start()
+            running[pid] = (name, reaped)
         pid, status = os.wait()
-        name, process = running.pop(pid)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        if process.returncode != 0:
-            raise RuntimeError(f"floor: node {name} failed")
+        name, reaped = running.pop(pid)
+        reaped(status)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"node {name} failed")
         finished += 1
         for child in children[name]:
             waiting[child] -= 1
@@ -222,50 +226,49 @@ def floor_executor(parents: dict[str, list[str]], slots: int) -> int:
     return finished
 
 
+def floor_executor(parents: dict[str, list[str]], slots: int) -> int:
+    """The floor: subprocess.Popen(["true"])."""
+
+    def start() -> tuple[int, Callable[[int], None]]:
+        process = subprocess.Popen(["true"])
+
+        # The Popen object is kept until then and told its status: one dropped while running would
+        # be reaped by subprocess's own cleanup.
+        def reaped(status: int) -> None:
+            process.returncode = os.waitstatus_to_exitcode(status)
+
+        return process.pid, reaped
+
+    return minimal_executor(parents, slots, start)
+
+
 def spawn_floor_executor(parents: dict[str, list[str]], slots: int) -> int:
-    """floor_executor, starting each `true` as dagflow's local runner starts a node (see the module doc)."""
+    """The floor, starting each `true` as dagflow's local runner starts a node (see the module doc)."""
     program = shutil.which("true") or "/bin/true"
     devnull = os.open(os.devnull, os.O_RDONLY)
     defaults = (signal.SIGPIPE, signal.SIGXFSZ)
-    waiting = {name: len(ps) for name, ps in parents.items()}
-    children: dict[str, list[str]] = {name: [] for name in parents}
-    for name, ps in parents.items():
-        for parent in ps:
-            children[parent].append(name)
-    ready = [name for name, count in waiting.items() if count == 0]
-    ready.reverse()
-    running: dict[int, tuple[str, int, int]] = {}  # pid -> (node, stdout read end, stderr read end)
-    finished = 0
-    try:
-        while ready or running:
-            while ready and len(running) < slots:
-                name = ready.pop()
-                out_r, out_w = os.pipe()
-                err_r, err_w = os.pipe()
-                dup2 = os.POSIX_SPAWN_DUP2
-                actions = [(dup2, devnull, 0), (dup2, out_w, 1), (dup2, err_w, 2)]
-                pid = os.posix_spawn(
-                    program, ["true"], os.environ, file_actions=actions, setpgroup=0, setsigdef=defaults
-                )
-                os.close(out_w)
-                os.close(err_w)
-                running[pid] = (name, out_r, err_r)
-            pid, status = os.wait()
-            name, out_r, err_r = running.pop(pid)
+    dup2 = os.POSIX_SPAWN_DUP2
+
+    def start() -> tuple[int, Callable[[int], None]]:
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        actions = [(dup2, devnull, 0), (dup2, out_w, 1), (dup2, err_w, 2)]
+        pid = os.posix_spawn(program, ["true"], os.environ, file_actions=actions, setpgroup=0, setsigdef=defaults)
+        os.close(out_w)
+        os.close(err_w)
+
+        def reaped(status: int) -> None:
             for fd in (out_r, err_r):
                 while os.read(fd, 65536):
                     pass
                 os.close(fd)
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise RuntimeError(f"spawn-floor: node {name} failed")
-            finished += 1
-            for child in children[name]:
-                waiting[child] -= 1
-                if waiting[child] == 0:
-                    ready.append(child)
+
+        return pid, reaped
+
+    try:
+        return minimal_executor(parents, slots, start)
     finally:
         os.close(devnull)
-    return finished
 
 
 def _bench_executor(tool: str, executor: Callable[[dict[str, list[str]], int], int], shape: Shape) -> Result:
