@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from condor_helpers import job_ad, machine_ad, node_submit, step
 from test_local_support import make_plan, node
+from test_local_support import step as local_step
 
 from dagflow.agent.condor_config import advertised_attributes
 from dagflow.agent.configure import ConfigureOptions, configure
@@ -128,8 +129,6 @@ def test_the_agents_advertised_gpu_matches_compiled_requirements(tmp_path: Path)
 
 
 def step_with_gpus(count: int):  # type: ignore[no-untyped-def]
-    from test_local_support import step as local_step
-
     return local_step("gpu", resources=Resources(gpus=count))
 
 
