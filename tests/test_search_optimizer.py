@@ -208,6 +208,40 @@ def test_a_batch_spends_a_point_on_the_posterior_mean_minimum() -> None:
     assert len(again) == 1
 
 
+def test_a_fresh_batch_refines_next_to_an_observed_point_but_an_async_suggestion_does_not() -> None:
+    """Late in a search the mean's minimiser sits within 1e-3 of an observed point. A fresh batch still
+    spends its exploitation point there; a one-at-a-time suggestion with trials running does not."""
+    from dagflow.search.gp import fit_gp
+    from dagflow.search.gp_ei import ASYNC_EXPLOIT_RADIUS, GPEI
+    from dagflow.search.optimizer import Taken
+
+    space = bowl_space()
+    history = bowl_history()
+    x = space.encode_many([o.params for o in history])
+    y = np.array([o.value for o in history])
+    model, standardise = fit_gp(x, y, np.random.default_rng(0))
+    best = float(standardise(y).min())
+    engine = GPEI(space)
+    first: list[np.ndarray] = []
+    engine._add_exploitation_point(model, best, x, y, Taken(2), np.empty((0, 2)), first, np.random.default_rng(1))
+    (minimiser,) = first
+    taken = Taken(2)
+    taken.add(x)
+    taken.add(np.clip(minimiser + 5e-4, 0.0, 1.0))  # observed just beside the minimiser
+    fresh: list[np.ndarray] = []
+    engine._add_exploitation_point(model, best, x, y, taken, np.empty((0, 2)), fresh, np.random.default_rng(1))
+    assert len(fresh) == 1 and np.abs(fresh[0] - minimiser).max() < 1e-4
+    running: list[np.ndarray] = []
+    engine._add_exploitation_point(
+        model, best, x, y, taken, np.empty((0, 2)), running, np.random.default_rng(1), ASYNC_EXPLOIT_RADIUS
+    )
+    assert running == []
+    exact = Taken(2)
+    exact.add(minimiser)  # the very point: never suggested twice
+    engine._add_exploitation_point(model, best, x, y, exact, np.empty((0, 2)), running, np.random.default_rng(1))
+    assert running == []
+
+
 def test_posterior_draws_have_the_posterior_mean_and_sd() -> None:
     from dagflow.search.gp import fit_gp
 
