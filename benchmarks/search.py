@@ -17,7 +17,8 @@ Regret = best value found so far - the known minimum (Branin 0.397887, Hartmann6
 gives the median and the interquartile range over the seeds. It also times one dagflow suggestion
 with 200 observations in the Hartmann6 space.
 
-    python benchmarks/search.py              # 10 seeds (several minutes on 2 cores)
+    python benchmarks/search.py              # 10 seeds (about 2.5 minutes on 2 cores)
+    python benchmarks/search.py --seeds 80 --only gp,random   # a wider sample: about 6 minutes
     python benchmarks/search.py --quick      # 3 seeds, a smoke run
     python benchmarks/search.py --only gp,random --problems branin
 """
