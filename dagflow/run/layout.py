@@ -46,6 +46,15 @@ class RunLayout:
         return self.run_dir / "runner.lock"
 
     @property
+    def runner_pid_path(self) -> Path:
+        """The pid of the detached runner the local engine's submit started (see engines/local)."""
+        return self.run_dir / "runner.pid"
+
+    @property
+    def runner_log_path(self) -> Path:
+        return self.run_dir / "runner.log"
+
+    @property
     def logs_dir(self) -> Path:
         return self.run_dir / "logs"
 

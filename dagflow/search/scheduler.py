@@ -49,6 +49,7 @@ from dagflow.search.scheduler_observe import (
     VANISHED,
     never_started,
     observe_run,
+    runner_pid,
 )
 from dagflow.search.store import (
     CANCELLED,
@@ -62,7 +63,6 @@ from dagflow.search.store import (
     Trial,
 )
 from dagflow.search.store import SUCCEEDED as TRIAL_SUCCEEDED
-from dagflow.search.threads import single_threaded
 from dagflow.search.trials import TrialError, TrialSource, config_of, fingerprint
 
 EXIT_DONE = 0
@@ -223,7 +223,8 @@ class Scheduler:
             elif never_started(run_dir):
                 self._submit(trial, "started")
             else:
-                self.store.mark_submitted(trial, _runner_pid(run_dir))
+                pid = runner_pid(run_dir)
+                self.store.mark_submitted(trial, str(pid) if pid is not None else None)
                 self.say(f"[{trial.label}] adopted run {trial.run_id}")
 
     def _fill(self, region: str) -> None:
@@ -240,8 +241,8 @@ class Scheduler:
             for trial in trials
             if trial.state in (TRIAL_SUCCEEDED, FAILED)
         ]
-        with single_threaded():  # the trials' own processes keep every core (see threads.py)
-            points = self._optimizers[region].suggest(wanted, observations, [t.params for t in in_flight])
+        # The GP and Optuna engines cap BLAS threads around each suggestion themselves (threads.py).
+        points = self._optimizers[region].suggest(wanted, observations, [t.params for t in in_flight])
         if not points:
             self._exhausted.add(region)
             where = f" for {region}" if region else ""
@@ -340,10 +341,3 @@ class Scheduler:
                     f"{params_text(best.params)}"
                 )
         return code
-
-
-def _runner_pid(run_dir: Path) -> str | None:
-    try:
-        return (run_dir / "runner.pid").read_text().strip() or None
-    except OSError:
-        return None

@@ -35,13 +35,23 @@ class Observed:
     why: str | None = None
 
 
+def runner_pid(run_dir: Path) -> int | None:
+    """The pid the local engine's submit recorded for this run's runner, if it recorded one."""
+    try:
+        return int(RunLayout.from_run_dir(run_dir).runner_pid_path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def runner_alive(run_dir: Path) -> bool:
     """Whether the process the local engine's submit started for this run is alive (it writes
     runner.pid at once and takes the run's lock a moment later)."""
+    pid = runner_pid(run_dir)
+    if pid is None:
+        return False
     try:
-        pid = int((run_dir / "runner.pid").read_text().strip())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (OSError, ValueError):
+    except OSError:
         return False
     # a reused pid belongs to some other program: the runner's command line names its run
     return run_dir.name.encode() in cmdline.split(b"\0")
@@ -96,7 +106,7 @@ def failure_of(status: RunStatus) -> str:
 
 def _runner_tail(layout: RunLayout) -> str:
     try:
-        lines = (layout.run_dir / "runner.log").read_text(errors="replace").strip().splitlines()
+        lines = layout.runner_log_path.read_text(errors="replace").strip().splitlines()
     except OSError:
         return "no runner log"
     return lines[-1] if lines else "its runner printed nothing"

@@ -130,11 +130,11 @@ class LocalEngine:
             argv.append("--no-cache")
         env = dict(os.environ)
         env["PYTHONPATH"] = with_import_root(env.get("PYTHONPATH"))
-        with open(layout.run_dir / "runner.log", "ab") as log:
+        with open(layout.runner_log_path, "ab") as log:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
             )
-        (layout.run_dir / "runner.pid").write_text(f"{proc.pid}\n")
+        layout.runner_pid_path.write_text(f"{proc.pid}\n")
         return str(proc.pid)
 
     def status(self, run_dir: Path) -> dict[str, str]:
