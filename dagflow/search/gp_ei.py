@@ -167,13 +167,7 @@ class GPEI:
         """Uniform random points, and points around the best ones found so far (the acquisition's
         optimum is often close to them): the starts for gradient polishing are picked among these."""
         uniform = rng.random((self.candidates, self.space.dim))
-        incumbents = good_x[np.argsort(good_y)[:4]]
-        local = np.vstack([
-            incumbents[rng.integers(len(incumbents), size=self.candidates // 8)]
-            + rng.normal(0.0, scale, (self.candidates // 8, self.space.dim))
-            for scale in (0.01, 0.1)
-        ])
-        return np.vstack([uniform, np.clip(local, 0.0, 1.0)])
+        return np.vstack([uniform, _around(_best_four(good_x, good_y), self.candidates // 8, rng)])
 
     def _add_exploitation_point(
         self,
@@ -240,13 +234,25 @@ class GPEI:
         """A fresh Sobol design, and points around the best observed and the already chosen points
         (the draws' minimisers, late in a search, sit close to them)."""
         sobol = qmc.Sobol(self.space.dim, scramble=True, seed=rng).random_base2(THOMPSON_SOBOL_POWER)
-        centres = np.vstack([good_x[np.argsort(good_y)[:4]], *chosen])
-        shape = (THOMPSON_LOCAL, self.space.dim)
-        local = [
-            centres[rng.integers(len(centres), size=THOMPSON_LOCAL)] + rng.normal(0.0, scale, shape)
-            for scale in (0.01, 0.1)
-        ]
-        return self.space.snap(np.vstack([sobol, np.clip(np.vstack(local), 0.0, 1.0)]))
+        centres = np.vstack([_best_four(good_x, good_y), *chosen])
+        return self.space.snap(np.vstack([sobol, _around(centres, THOMPSON_LOCAL, rng)]))
+
+
+def _best_four(good_x: np.ndarray, good_y: np.ndarray) -> np.ndarray:
+    return good_x[np.argsort(good_y)[:4]]
+
+
+def _around(centres: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """count points at each of two scales (0.01 and 0.1 of the unit cube) around randomly picked
+    centres, clipped to the cube: where acquisition optima and posterior draws' minimisers sit late on."""
+    shape = (count, centres.shape[1])
+    return np.clip(
+        np.vstack([
+            centres[rng.integers(len(centres), size=count)] + rng.normal(0.0, scale, shape) for scale in (0.01, 0.1)
+        ]),
+        0.0,
+        1.0,
+    )
 
 
 def _near(points: np.ndarray, unit: np.ndarray, radii: np.ndarray) -> bool:
