@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Any
 
+from dagflow.files import write_atomic
 from dagflow.search.scheduler import params_text
-from dagflow.search.store import COUNTED, IN_FLIGHT, SUCCEEDED, SearchRecord, Trial
+from dagflow.search.store import CANCELLED, COUNTED, FAILED, IN_FLIGHT, SUCCEEDED, SearchRecord, Trial, best_trial
 
 
 def summarise(record: SearchRecord, trials: list[Trial]) -> dict[str, Any]:
@@ -19,8 +21,7 @@ def summarise(record: SearchRecord, trials: list[Trial]) -> dict[str, Any]:
     regions: dict[str, dict[str, Any]] = {}
     for region in order:
         mine = [trial for trial in trials if trial.region == region]
-        done = [trial for trial in mine if trial.state == SUCCEEDED and trial.loss is not None]
-        best = min(done, key=lambda t: (t.loss, t.number)) if done else None
+        best = best_trial(mine)
         states: dict[str, int] = {}
         for trial in mine:
             states[trial.state] = states.get(trial.state, 0) + 1
@@ -67,7 +68,7 @@ def best_so_far(trials: list[Trial], goal: str) -> list[list[float | None]]:
     best: float | None = None
     better = min if goal == "minimize" else max
     for trial in sorted(trials, key=lambda t: t.number):
-        if trial.state in IN_FLIGHT or trial.state == "cancelled":
+        if trial.state in IN_FLIGHT or trial.state == CANCELLED:
             continue
         if trial.state == SUCCEEDED and trial.value is not None and math.isfinite(trial.value):
             best = trial.value if best is None else better(best, trial.value)
@@ -103,7 +104,7 @@ def render_table(summary: dict[str, Any]) -> str:
             else "no successful trial yet"
         )
         lines.append(f"{where}{info['counted']}/{summary['budget']} trials ({states}); {best_text}")
-    failed = [trial for trial in summary["trials"] if trial["state"] == "failed" and trial["error"]]
+    failed = [trial for trial in summary["trials"] if trial["state"] == FAILED and trial["error"]]
     for trial in failed[-5:]:
         region = f" {trial['region']}" if trial["region"] else ""
         lines.append(f"  t{trial['trial']}{region} failed: {trial['error'].splitlines()[0]}")
@@ -140,10 +141,9 @@ def plot_convergence(summary: dict[str, Any], path: Path) -> Path:
         axes.grid(True, alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
             axes.legend()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".partial.png")
-        figure.savefig(partial, format="png")
-        partial.replace(path)
+        png = io.BytesIO()
+        figure.savefig(png, format="png")
+        write_atomic(path, png.getvalue())
     finally:
         plt.close(figure)
     return path

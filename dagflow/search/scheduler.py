@@ -61,6 +61,7 @@ from dagflow.search.store import (
     SearchRecord,
     SearchStore,
     Trial,
+    best_trial,
 )
 from dagflow.search.store import SUCCEEDED as TRIAL_SUCCEEDED
 from dagflow.search.trials import TrialError, TrialSource, config_of, fingerprint
@@ -303,8 +304,7 @@ class Scheduler:
             self.say(f"[{trial.label}] {state}: {error}")
 
     def _best(self, region: str) -> Trial | None:
-        done = [t for t in self.store.trials(self.name, region) if t.state == TRIAL_SUCCEEDED and t.loss is not None]
-        return min(done, key=lambda t: (t.loss, t.number)) if done else None
+        return best_trial(self.store.trials(self.name, region))
 
     def _finished(self, region: str) -> bool:
         trials = self.store.trials(self.name, region)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +106,12 @@ class Trial:
     @property
     def label(self) -> str:
         return f"t{self.number}" + (f" {self.region}" if self.region else "")
+
+
+def best_trial(trials: Iterable[Trial]) -> Trial | None:
+    """The successful trial with the lowest loss (the earliest on a tie), or None."""
+    done = [trial for trial in trials if trial.state == SUCCEEDED and trial.loss is not None]
+    return min(done, key=lambda t: (t.loss, t.number)) if done else None
 
 
 def trial_run_id(search: str, number: int, region: str) -> str:

@@ -154,10 +154,10 @@ class PipelineTrials:
         return plan
 
     def objective(self, plan: Plan) -> float:
-        nodes = [node for node in plan.nodes.values() if node.step == self.objective_step and node.metrics]
-        if not nodes:
+        paths = self._metrics_paths(plan)
+        if not paths:
             raise TrialError(f"the trial has no {self.objective_step} node")
-        values = [read_metric(Path(plan.workdir) / node.metrics, self.metric) for node in nodes if node.metrics]
+        values = [read_metric(Path(plan.workdir) / path, self.metric) for path in paths]
         return sum(values) / len(values)
 
     def _check_metrics_apart(self) -> None:
