@@ -120,7 +120,10 @@ def search_callback(
         Path | None,
         typer.Option("--spearmint", metavar="DIR", help="Run a Spearmint experiment (DIR/config.json or config.pb)."),
     ] = None,
-    optimizer: Annotated[str, typer.Option("--optimizer", help="Spearmint: gp or random.")] = "gp",
+    optimizer: Annotated[
+        str,
+        typer.Option("--optimizer", help="Spearmint: gp, random, gp-optuna or tpe-optuna (the last two need Optuna)."),
+    ] = "gp",
     engine: EngineOption = "local",
     name: NameOption = None,
     budget: Annotated[int, typer.Option("--budget", min=1, help="Spearmint: jobs to run.")] = 20,
