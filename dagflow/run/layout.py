@@ -64,6 +64,16 @@ class RunLayout:
     def stderr_path(self, node: str) -> Path:
         return self.logs_dir / f"{node}.err"
 
+    def failure_log(self, node: str) -> Path | None:
+        """The log to point at when the node failed: its stderr, else its stdout, whichever holds anything."""
+        for path in (self.stderr_path(node), self.stdout_path(node)):
+            try:
+                if path.stat().st_size > 0:
+                    return path
+            except OSError:
+                pass
+        return None
+
     @property
     def cache_dir(self) -> Path:
         return self.runs_dir.parent / "cache"

@@ -14,10 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from dagflow.engines.local.options import RunResult
-from dagflow.engines.local.output import nonempty
 from dagflow.engines.local.reporting import Reporter, RunInfo, summary_lines
 from dagflow.plan import Plan
 from dagflow.run.journal import CACHED, FAILED, PENDING, RUNNING, SUCCEEDED, UPSTREAM_FAILED
+from dagflow.run.layout import RunLayout
 
 _STATE_STYLES = {
     SUCCEEDED: "green",
@@ -95,8 +95,8 @@ class RichReporter(Reporter):
             self.group_done[group] += 1
         elif state == FAILED:
             self.group_failed[group] += 1
-            logs = [self.info.run_dir / "logs" / f"{name}{suffix}" for suffix in (".err", ".out")]
-            log = next((f"; see {path}" for path in logs if nonempty(path)), "")
+            path = RunLayout.from_run_dir(self.info.run_dir).failure_log(name)
+            log = f"; see {path}" if path else ""
             self._print(Text(f"failed {name}: {why}{log}", style="bold red"))
 
     def node_cached(self, name: str) -> None:

@@ -75,11 +75,3 @@ class NodeOutput:
             if fds[stream] >= 0:
                 os.close(fds[stream])
                 fds[stream] = -1
-
-
-def nonempty(path: os.PathLike[str] | str) -> bool:
-    """Whether a log file holds anything."""
-    try:
-        return os.stat(path).st_size > 0
-    except OSError:
-        return False

@@ -39,7 +39,7 @@ from dagflow.engines.local.options import (
     RunOptions,
     RunResult,
 )
-from dagflow.engines.local.output import NodeOutput, nonempty
+from dagflow.engines.local.output import NodeOutput
 from dagflow.engines.local.procs import Child, command_for, kill_group, kill_orphans, spawn, with_interpreter_on_path
 from dagflow.engines.local.reporting import Reporter, RunInfo
 from dagflow.engines.local.resources import Gpu, Machine, ResourcePool
@@ -502,8 +502,7 @@ class LocalRunner:
             self.states[name] = INTERRUPTED
         else:
             self.states[name] = FAILED
-            logs = (self.layout.stderr_path(name), self.layout.stdout_path(name))
-            log = next((path for path in logs if nonempty(path)), None)
+            log = self.layout.failure_log(name)
             self.failures.append(Failure(name, why or describe_exit(rc), attempt, log))
             blocked = self.tracker.failed(name)
             if blocked:
