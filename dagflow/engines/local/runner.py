@@ -350,20 +350,20 @@ class LocalRunner:
     # --- waiting ------------------------------------------------------------------------------------
 
     def _wait(self) -> None:
-        timeout = self._sync_in  # when the journal's next sync is due, if it has events waiting
         now = time.monotonic()
-        if self._timers:
-            until_timer = max(0.0, self._timers[0][0] - now)
-            timeout = until_timer if timeout is None else min(timeout, until_timer)
         tick = self.reporter.tick_interval
-        if tick is not None:
-            timeout = tick if timeout is None else min(timeout, tick)
+        # Wake up for whichever comes first: the journal's next sync (if it has events waiting), a
+        # progress tick, the nearest timer, the next node whose output is due to be watched, a poll.
+        waits = [self._sync_in, tick]
+        if self._timers:
+            waits.append(self._timers[0][0] - now)
         if self._unwatched:
-            until_watch = max(0.0, self._unwatched[0].started + _WATCH_OUTPUT_AFTER_S - now)
-            timeout = until_watch if timeout is None else min(timeout, until_watch)
+            waits.append(self._unwatched[0].started + _WATCH_OUTPUT_AFTER_S - now)
         polling = not _HAS_PIDFD or any(running.pidfd is None for running in self.running.values())
         if polling:
-            timeout = _FALLBACK_POLL_S if timeout is None else min(timeout, _FALLBACK_POLL_S)
+            waits.append(_FALLBACK_POLL_S)
+        due = [wait for wait in waits if wait is not None]
+        timeout = max(0.0, min(due)) if due else None
         for key, _ in self.selector.select(timeout):
             data = key.data
             if data is None:
