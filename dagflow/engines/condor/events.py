@@ -48,7 +48,7 @@ _EVENT = re.compile(rb"\.\.\.\n" + _BODY)
 _FIRST_EVENT = re.compile(_BODY)
 _SIGNAL = re.compile(r"\(signal (\d+)\)")
 _HOLD_CODE = re.compile(r"Code (-?\d+) Subcode (-?\d+)")
-_DAG_NODE = b"DAG Node: "  # 10 bytes
+_DAG_NODE = b"DAG Node: "
 _CODES = (b"000", b"001", b"004", b"005", b"009", b"012", b"013")
 
 
@@ -142,13 +142,14 @@ def _scan_events(data: bytes) -> dict[str, NodeJob]:
     times = _Clock()
     jobs: dict[str, NodeJob] = {}
     previous_of = jobs.get
+    name_from = len(_DAG_NODE)
     for submit in grouped[b"000"]:  # in file order: a node's later job (a DAGMan retry) replaces its earlier one
         cluster = submit[1]
         note = submit[3]
         at = note.find(_DAG_NODE)
         if at < 0:
             continue  # not a DAG node job
-        name = note[at + 10 :].strip().decode("utf-8", "replace")
+        name = note[at + name_from :].strip().decode("utf-8", "replace")
         last = latest[cluster]
         exit_code = signal = started = ended = None
         if event := executed(cluster):
