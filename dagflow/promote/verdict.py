@@ -30,9 +30,7 @@ class Verdict:
 
 
 def write_verdict(run_dir: Path, verdict: Verdict) -> Path:
-    directory = run_dir / PROMOTIONS_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{verdict.node}.json"
+    path = run_dir / PROMOTIONS_DIR / f"{verdict.node}.json"
     write_atomic(path, (json.dumps(asdict(verdict), indent=1) + "\n").encode("utf-8"))
     return path
 
