@@ -165,12 +165,12 @@ class _Expander:
         assert promote is not None
         model = promote.model or next(need for need in step.needs if self.spec.model.steps[need].publish)
         model_axes = [axis for axis in self.steps[model].axes if axis in info.axes]
-        _, index = _index(self.by_step[model + PUBLISH_SUFFIX], model_axes)
+        key_of, index = _names_index(self.by_step[model + PUBLISH_SUFFIX], model_axes)
         self.steps[step_name + PROMOTE_SUFFIX] = _helper_step(info, PROMOTE_SUFFIX)
         pointer = parse_template(promote.than)
         for node in produced:
             context.update(node.coords)
-            publishers = index.get(tuple(node.coords[axis] for axis in model_axes), [])
+            publishers = [self.nodes[name] for name in index.get(key_of(node.coords), ())]
             if len(publishers) != 1 or not node.metrics:  # validation rules both out
                 raise AssertionError(f"{node.name}: expected one published model and a metrics file")
             name = ".".join((step_name + PROMOTE_SUFFIX, *node.coords.values()))
@@ -223,13 +223,6 @@ def _helper_step(info: StepInfo, suffix: str) -> StepInfo:
         priority=info.priority,
         metrics=None,
     )
-
-
-def _index(nodes: Iterable[Node], axes: list[str]) -> tuple[list[str], dict[tuple[str, ...], list[Node]]]:
-    index: dict[tuple[str, ...], list[Node]] = {}
-    for node in nodes:
-        index.setdefault(tuple(node.coords[a] for a in axes), []).append(node)
-    return axes, index
 
 
 def _names_index(nodes: Iterable[Node], axes: list[str]) -> tuple[Callable[[dict[str, str]], Hashable], dict]:
