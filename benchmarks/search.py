@@ -12,6 +12,10 @@ Rows (all in one run, same problems, same seeds):
   optuna gp         Optuna's GPSampler, if optuna and torch are installed (the `gp-optuna` extra)
   gpyopt ei         GPyOpt's EI, if it installs and runs: it is run in benchmarks/.venv-gpyopt (made on
                     first use with pip; GPyOpt is unmaintained and wants old packages of its own)
+  botorch / b8      BoTorch's qLogNoisyExpectedImprovement with its default GP and optimiser settings, one
+                    at a time and in batches of 8, from the same Sobol design as dagflow: a reference for
+                    what a current batch engine achieves. Opt-in (`--only botorch`, about 6 minutes on 2
+                    cores; needs `pip install botorch`), because it is slow.
 
 Regret = best value found so far - the known minimum (Branin 0.397887, Hartmann6 -3.32237). The table
 gives the median and the interquartile range over the seeds. It also times one dagflow suggestion
@@ -21,6 +25,7 @@ with 200 observations in the Hartmann6 space.
     python benchmarks/search.py --seeds 80 --only gp,random   # a wider sample: about 6 minutes
     python benchmarks/search.py --quick      # 3 seeds, a smoke run
     python benchmarks/search.py --only gp,random --problems branin
+    python benchmarks/search.py --only gp,botorch   # dagflow against BoTorch, one at a time and in batches
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import venv  # noqa: E402
+import warnings  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -113,7 +119,14 @@ CONFIGS: dict[str, tuple[str, int, str]] = {
     "optuna tpe": ("tpe-optuna", 1, "sync"),
     "optuna gp": ("gp-optuna", 1, "sync"),
     "gpyopt ei": ("gpyopt", 1, "sync"),
+    "botorch": ("botorch", 1, "sync"),
+    "botorch b8": ("botorch", 8, "sync"),
 }
+# Engines left out of the default run: named in --only, they run.
+OPT_IN = {"botorch"}
+# Rows that run the same engine as "dagflow gp" with trials in flight: the issue's batch target compares them
+# with it.
+BATCH_ROWS = {"dagflow gp b4", "dagflow gp b8", "dagflow gp a8"}
 
 
 # --- runs ------------------------------------------------------------------------------------------
@@ -165,6 +178,48 @@ def run_gpyopt(problem_name: str, seed: int, budget: int) -> list[float]:
     return values[:budget]
 
 
+def run_botorch(problem_name: str, batch: int, seed: int, budget: int) -> list[float]:
+    """BoTorch's documented loop: SingleTaskGP with standardised outcomes, fitted by marginal likelihood,
+    and qLogNEI optimised jointly over the batch; minimisation as maximisation of the negated loss."""
+    import torch
+    from botorch.acquisition.logei import qLogNoisyExpectedImprovement
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models import SingleTaskGP
+    from botorch.models.transforms import Standardize
+    from botorch.optim import optimize_acqf
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+    from scipy.stats import qmc
+
+    # BoTorch warns on every acquisition restart that L-BFGS-B stopped early; it retries by itself.
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    problem = PROBLEMS[problem_name]
+    low, high = np.array(problem.bounds).T
+    dim = len(low)
+
+    def evaluate(unit: np.ndarray) -> list[float]:
+        return [problem.function(low + row * (high - low)) for row in unit]
+
+    # dagflow's design: the same scrambled Sobol points, as many as a first batch asks for.
+    design_size = max(max(5, min(10, dim + 1)), batch)
+    x = qmc.Sobol(dim, scramble=True, seed=seed).random_base2(int(np.ceil(np.log2(design_size))))[:design_size]
+    y = evaluate(x)
+    cube = torch.tensor([[0.0] * dim, [1.0] * dim], dtype=torch.double)
+    while len(y) < budget:
+        train_x = torch.tensor(x, dtype=torch.double)
+        model = SingleTaskGP(train_x, -torch.tensor(y, dtype=torch.double)[:, None], outcome_transform=Standardize(m=1))
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        acquisition = qLogNoisyExpectedImprovement(model, train_x, prune_baseline=True)
+        points, _ = optimize_acqf(
+            acquisition, bounds=cube, q=min(batch, budget - len(y)), num_restarts=10, raw_samples=512
+        )
+        new = points.detach().numpy()
+        x = np.vstack([x, new])
+        y += evaluate(new)
+    return y
+
+
 def regrets(values: list[float], minimum: float, at: Sequence[int]) -> list[float]:
     best = np.minimum.accumulate(np.asarray(values))
     return [float(best[min(k, len(best)) - 1] - minimum) for k in at]
@@ -174,6 +229,8 @@ def _job(args: tuple[str, str, int, int]) -> tuple[str, str, int, list[float] | 
     label, problem_name, seed, budget = args
     engine, batch, mode = CONFIGS[label]
     try:
+        if engine == "botorch":
+            return label, problem_name, seed, run_botorch(problem_name, batch, seed, budget)
         return label, problem_name, seed, run_dagflow(problem_name, engine, batch, seed, budget, mode)
     except Exception as error:  # a broken optional engine becomes a note, not a crash
         return label, problem_name, seed, f"{type(error).__name__}: {error}"
@@ -258,7 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     seeds = list(range(args.seeds or (3 if args.quick else 10)))
     problems = args.problems.split(",")
     wanted = set(args.only.split(",")) if args.only else None
-    labels = [label for label, (engine, _, _) in CONFIGS.items() if wanted is None or engine in wanted]
+    labels = [
+        label for label, (engine, _, _) in CONFIGS.items()
+        if (engine in wanted if wanted is not None else engine not in OPT_IN)
+    ]
     at = [20, args.budget]
 
     results: dict[tuple[str, str], list[list[float]]] = {}
@@ -299,19 +359,28 @@ def main(argv: list[str] | None = None) -> int:
                 minimum = PROBLEMS[problem_name].minimum
                 cells.append(f"{_fmt([regrets(values, minimum, at)[index] for values in runs]):>31}")
         print(f"{label:<15}" + "".join(cells))
-    if any(("random", p) in results for p in problems):
-        print(f"\nmedian regret @{at[1]} as a fraction of random search's (the baseline; lower is better)")
-        for label in labels:
-            cells = []
-            for problem_name in problems:
-                minimum = PROBLEMS[problem_name].minimum
-                medians = [
-                    float(np.median([regrets(v, minimum, at)[1] for v in results[key, problem_name]]))
-                    if (key, problem_name) in results else math.nan
-                    for key in (label, "random")
-                ]
-                cells.append(f"{problem_name} {medians[0] / medians[1]:9.1e}")
+    def median_at_budget(label: str, problem_name: str) -> float:
+        runs = results.get((label, problem_name))
+        minimum = PROBLEMS[problem_name].minimum
+        return float(np.median([regrets(v, minimum, at)[1] for v in runs])) if runs else math.nan
+
+    def ratios(title: str, pairs: list[tuple[str, str]]) -> None:
+        pairs = [(label, base) for label, base in pairs if any((base, p) in results for p in problems)]
+        if not pairs:
+            return
+        print(f"\nmedian regret @{at[1]} {title}")
+        for label, base in pairs:
+            cells = [
+                f"{p} {median_at_budget(label, p) / median_at_budget(base, p):9.1e}" for p in problems
+            ]
             print(f"{label:<15}" + "   ".join(cells))
+
+    ratios("as a fraction of random search's (the baseline; lower is better)", [(label, "random") for label in labels])
+    ratios(
+        "as a multiple of the same engine's, one trial at a time (the issue's batch target: <= 3)",
+        [(label, "dagflow gp") for label in labels if label in BATCH_ROWS]
+        + [(label, "botorch") for label in labels if label == "botorch b8"],
+    )
     for label, note in notes.items():
         print(f"note: {label}: {note}")
     print(f"\none dagflow gp suggestion with 200 observations (Hartmann6 space): {time_suggestion():.3f} s")
