@@ -6,6 +6,8 @@ plateau late in a search; log EI (computed stably for very negative z) keeps a u
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import erfcx, log_ndtr, ndtr
@@ -56,20 +58,12 @@ def maximise_log_ei(
     """Score random candidates, polish the best `starts` of them with L-BFGS-B (all in one problem),
     and return every point (polished and candidates) with its log EI, best first."""
     scores = log_ei(model, candidates, best)
-    top = candidates[np.argsort(-scores)[:starts]]
-    m, d = top.shape
 
-    def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
-        values, grad = log_ei_with_gradient(model, flat.reshape(-1, d), best)
-        return -float(values.sum()), -grad.reshape(-1)
+    def negative_log_ei(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values, grad = log_ei_with_gradient(model, rows, best)
+        return -values, -grad
 
-    # One L-BFGS-B problem for all starts (the objective is their sum, separable): one Python loop
-    # instead of `starts` of them. Measured: the same regret as separate runs, in less time.
-    result = minimize(
-        objective, top.reshape(-1), jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * (m * d),
-        options={"maxiter": maxiter},
-    )
-    polished = np.clip(result.x.reshape(m, d), 0.0, 1.0)
+    polished = _polish(candidates[np.argsort(-scores)[:starts]], negative_log_ei, maxiter)
     points = np.vstack([polished, candidates])
     values = np.concatenate([log_ei(model, polished, best), scores])
     values[~np.isfinite(values)] = -np.inf
@@ -82,18 +76,33 @@ def minimise_mean(
 ) -> tuple[np.ndarray, float]:
     """The point of the unit cube where the posterior mean is lowest (pure exploitation), polished with
     L-BFGS-B from the `starts` candidates of lowest mean, and that mean."""
-    top = candidates[np.argsort(model.predict(candidates)[0])[:starts]]
-    m, d = top.shape
 
-    def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
-        mean, _, dmean, _ = model.predict_with_gradient(flat.reshape(-1, d))
-        return float(mean.sum()), dmean.reshape(-1)
+    def mean(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values, _, grad, _ = model.predict_with_gradient(rows)
+        return values, grad
 
-    result = minimize(
-        objective, top.reshape(-1), jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * (m * d),
-        options={"maxiter": maxiter},
-    )
-    polished = np.clip(result.x.reshape(m, d), 0.0, 1.0)
+    polished = _polish(candidates[np.argsort(model.predict(candidates)[0])[:starts]], mean, maxiter)
     means = model.predict(polished)[0]
     best = int(np.argmin(means))
     return polished[best], float(means[best])
+
+
+def _polish(
+    starts: np.ndarray, loss: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], maxiter: int
+) -> np.ndarray:
+    """Each start row moved downhill on loss (per-row values and their gradients) within the unit cube.
+
+    One L-BFGS-B problem for all starts (the objective is their sum, separable): one Python loop
+    instead of one per start. Measured: the same regret as separate runs, in less time.
+    """
+    m, d = starts.shape
+
+    def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
+        values, grad = loss(flat.reshape(-1, d))
+        return float(values.sum()), grad.reshape(-1)
+
+    result = minimize(
+        objective, starts.reshape(-1), jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * (m * d),
+        options={"maxiter": maxiter},
+    )
+    return np.clip(result.x.reshape(m, d), 0.0, 1.0)
