@@ -92,12 +92,11 @@ class GPEI:
             y[failed] = np.nanmax(y)
             model, standardise = fit_gp(observed, y, rng, self.restarts)
             best = float(standardise(y[~failed]).min())
-            fantasies = np.vstack([pending_x, *chosen]) if len(pending_x) or chosen else np.empty((0, space.dim))
-            if len(fantasies):
-                model, best = self._fantasise(model, best, fantasies)
+            inflight = np.vstack([pending_x, *chosen]) if chosen else pending_x
+            if len(inflight):
+                model, best = self._fantasise(model, best, inflight)
             good_x, good_y = observed[~failed], y[~failed]
             if len(pending_x) + n >= 2:
-                inflight = np.vstack([pending_x, *chosen]) if chosen else pending_x
                 radius = ASYNC_EXPLOIT_RADIUS if len(pending_x) else 0.0
                 model, best = self._add_exploitation_point(
                     model, best, good_x, good_y, taken, inflight, chosen, rng, radius
