@@ -190,6 +190,8 @@ def run_botorch(problem_name: str, batch: int, seed: int, budget: int) -> list[f
     from gpytorch.mlls import ExactMarginalLogLikelihood
     from scipy.stats import qmc
 
+    from dagflow.search.gp_ei import GPEI
+
     # BoTorch warns on every acquisition restart that L-BFGS-B stopped early; it retries by itself.
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -201,8 +203,8 @@ def run_botorch(problem_name: str, batch: int, seed: int, budget: int) -> list[f
     def evaluate(unit: np.ndarray) -> list[float]:
         return [problem.function(low + row * (high - low)) for row in unit]
 
-    # dagflow's design: the same scrambled Sobol points, as many as a first batch asks for.
-    design_size = max(max(5, min(10, dim + 1)), batch)
+    # dagflow's design: the same scrambled Sobol points, as many as its first batch would get.
+    design_size = max(GPEI(problem.space()).initial, batch)
     x = qmc.Sobol(dim, scramble=True, seed=seed).random_base2(int(np.ceil(np.log2(design_size))))[:design_size]
     y = evaluate(x)
     cube = torch.tensor([[0.0] * dim, [1.0] * dim], dtype=torch.double)
