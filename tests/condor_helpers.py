@@ -10,6 +10,7 @@ import classad2
 import htcondor2
 
 from dagflow.engines.condor.lint import DagFile
+from dagflow.engines.condor.submit_writer import runtime_environment
 from dagflow.plan.model import Node, Plan, Resources, StepInfo
 
 GPU_RESOURCES = Resources(cpus=4, memory_mb=8192, disk_mb=2048, gpus=1, gpu_memory_mb=16384, cuda_capability=7.5)
@@ -117,8 +118,11 @@ def environment_of(submit: htcondor2.Submit) -> str:
     return environment_canonical(text[1:-1].replace('""', '"'))
 
 
-def environment_expected(env: dict[str, str]) -> str:
-    """The same canonical form, built from the V1 syntax (no quoting at all) by envV1ToV2()."""
+def environment_expected(env: dict[str, str], runtime: bool = False) -> str:
+    """The same canonical form, built from the V1 syntax (no quoting at all) by envV1ToV2(); with
+    runtime, as a compiled job gets it: the runtime environment first, the node's own values winning."""
+    if runtime:
+        env = {**runtime_environment(), **env}
     v1 = ";".join(f"{name}={value}" for name, value in env.items())
     return environment_canonical(str(_evaluate(f"envV1ToV2({classad2.quote(v1)})")))
 

@@ -105,7 +105,7 @@ def test_hostile_values_reach_the_job_exactly(compiled) -> None:  # type: ignore
     plan, _, dag = compiled
     submit = node_submit(dag, "train.us")
     assert argv_of(submit) == plan.nodes["train.us"].argv
-    assert environment_of(submit) == environment_expected(plan.nodes["train.us"].env)
+    assert environment_of(submit) == environment_expected(plan.nodes["train.us"].env, runtime=True)
 
 
 def test_every_node_expands(compiled) -> None:  # type: ignore[no-untyped-def]

@@ -7,11 +7,13 @@ VARS, so 100k nodes share a handful of submit files.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import classad2
 
+from dagflow.data import IMPORT_ROOT
 from dagflow.engines.condor import escape
 from dagflow.engines.condor.templates import fill, load_template
 from dagflow.plan.model import Node, Plan, StepInfo
@@ -19,6 +21,8 @@ from dagflow.plan.model import Node, Plan, StepInfo
 ARGS_MACRO = "DagflowArgs"
 ENV_MACRO = "DagflowEnv"
 TRIAL_ATTRIBUTE = "DagflowTrial"
+# A job starts with no PATH of its own; after the submitter's interpreter, the usual system directories.
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 BUILTIN_ATTRIBUTES = frozenset(
     name.lower() for name in ("DagflowPipeline", "DagflowRunId", "DagflowStep", "DagflowKind", TRIAL_ATTRIBUTE)
 )
@@ -61,6 +65,14 @@ class StepSubmit:
     has_trial: bool
     dagman_retry_unless_exit: int | None  # the one code DAGMan's RETRY ... UNLESS-EXIT can carry
     dagman_retries: int  # retries DAGMan does (0 when the job itself retries)
+
+
+def runtime_environment() -> dict[str, str]:
+    """What a job needs to run like a local node (shared-filesystem pools): the compiling interpreter's
+    directory first on PATH, so `python` and `dagflow` are the submitter's virtual environment's, and
+    this dagflow importable. A node's own environment comes after it in the submit file and wins."""
+    bindir = str(Path(sys.executable).parent)
+    return {"PATH": f"{bindir}:{SYSTEM_PATH}", "PYTHONPATH": IMPORT_ROOT}
 
 
 def axis_macro(axis: str) -> str:
@@ -139,6 +151,7 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
         "run_id": escape.classad_string(plan.run_id, "run id"),
         "step": escape.classad_string(step.name, "step name"),
         "kind": escape.classad_string(step.kind, "step kind"),
+        "runtime_env": escape.environment(runtime_environment(), "runtime environment"),
         "attributes": "\n".join(_attributes(step, axis_macros, has_trial)),
         "policy": "\n".join(_policy(step, job_retries)),
     }

@@ -30,6 +30,7 @@ FIELDS = (
             "run_id",
             "step",
             "kind",
+            "runtime_env",
         }
     )
     | BLOCK_FIELDS
