@@ -143,15 +143,58 @@ def job_ad(submit: htcondor2.Submit) -> classad2.ClassAd:
     ad["RequestMemory"] = _kib(memory) // 1024 if re.search(r"[A-Za-z]", memory) else int(memory)
     ad["RequestDisk"] = _kib(submit.expand("request_disk"))  # KiB
     ad["RequestGPUs"] = int(submit.expand("request_gpus"))
-    ad["Requirements"] = classad2.ExprTree(submit.expand("requirements"))
+    ad["Requirements"] = classad2.ExprTree(_with_gpu_clause(submit, ad, submit.expand("requirements")))
     for key in list(submit):
         if key.lower().startswith("my."):
             ad[key[3:]] = classad2.ExprTree(submit.expand(key))
     return ad
 
 
-def machine_ad(**overrides: object) -> classad2.ClassAd:
-    """An execute slot; defaults describe a GPU node with one 24 GB, capability 8.6 GPU."""
+def _with_gpu_clause(submit: htcondor2.Submit, ad: classad2.ClassAd, requirements: str) -> str:
+    """What condor_submit (25.x, measured with -dry-run) does with request_gpus and the per-GPU limits:
+    RequireGPUs from require_gpus, gpus_minimum_capability and gpus_minimum_memory, and a clause
+    counting the machine's GPUs that satisfy it; nothing when the requirements already name TARGET.GPUs."""
+    if ad["RequestGPUs"] <= 0 or "target.gpus " in requirements.lower():
+        return requirements
+    per_gpu = []
+    if "require_gpus" in submit:
+        per_gpu.append(submit.expand("require_gpus"))
+    if "gpus_minimum_capability" in submit:
+        ad["GPUsMinCapability"] = classad2.ExprTree(submit.expand("gpus_minimum_capability"))
+        per_gpu.append("Capability >= GPUsMinCapability")
+    if "gpus_minimum_memory" in submit:
+        ad["GPUsMinMemory"] = classad2.ExprTree(submit.expand("gpus_minimum_memory"))
+        per_gpu.append("GlobalMemoryMb >= GPUsMinMemory")
+    if not per_gpu:
+        return f"({requirements}) && (TARGET.GPUs >= RequestGPUs)"
+    ad["RequireGPUs"] = classad2.ExprTree(" && ".join(per_gpu))
+    return f"({requirements}) && (countMatches(MY.RequireGPUs, TARGET.AvailableGPUs) >= RequestGPUs)"
+
+
+def gpu_device(memory_mb: int, capability: float, name: str = "NVIDIA GPU") -> dict[str, object]:
+    """One GPU as HTCondor's GPU discovery describes it (a GPUs_GPU_<id> nested ad)."""
+    return {"GlobalMemoryMb": memory_mb, "Capability": capability, "DeviceName": name}
+
+
+def _add_devices(ad: classad2.ClassAd, devices: list[dict[str, object]]) -> None:
+    names = []
+    for index, device in enumerate(devices):
+        name = f"GPUs_GPU_{index:08x}"
+        nested = classad2.ClassAd()
+        nested["Id"] = f"GPU-{index:08x}"
+        for key, value in device.items():
+            nested[key] = value
+        ad[name] = nested
+        names.append(name)
+    ad["AvailableGPUs"] = classad2.ExprTree("{ " + ", ".join(names) + " }")
+
+
+def machine_ad(devices: list[dict[str, object]] | None = None, **overrides: object) -> classad2.ClassAd:
+    """An execute slot; defaults describe a GPU node with one 24 GB, capability 8.6 GPU.
+
+    Its GPUs are nested ads listed in AvailableGPUs, as HTCondor's GPU discovery advertises them:
+    `devices` when given (mixed GPUs), else GPUs copies of the slot-wide GPUs_GlobalMemoryMb and
+    CUDACapability (a node of identical GPUs)."""
     fields: dict[str, object] = {
         "MyType": "Machine",
         "Machine": "gpu1.example.org",
@@ -166,10 +209,15 @@ def machine_ad(**overrides: object) -> classad2.ClassAd:
         "CUDACapability": 8.6,
     }
     fields.update(overrides)
+    if devices is not None:
+        fields |= {"GPUs": len(devices), "GPUs_GlobalMemoryMb": None, "CUDACapability": None}
+    elif fields["GPUs"] and fields["GPUs_GlobalMemoryMb"] is not None and fields["CUDACapability"] is not None:
+        devices = [gpu_device(fields["GPUs_GlobalMemoryMb"], fields["CUDACapability"])] * int(fields["GPUs"])  # type: ignore[arg-type, call-overload]
     ad = classad2.ClassAd()
     for key, value in fields.items():
         if value is not None:
             ad[key] = value
+    _add_devices(ad, devices or [])
     ad["Requirements"] = classad2.ExprTree("true")
     return ad
 

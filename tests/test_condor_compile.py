@@ -17,6 +17,7 @@ from tests.condor_helpers import (
     argv_of,
     environment_expected,
     environment_of,
+    gpu_device,
     job_ad,
     machine_ad,
     node_submit,
@@ -81,13 +82,14 @@ def test_gpu_node_submit_description(compiled) -> None:  # type: ignore[no-untyp
     assert submit.expand("executable") == "/usr/bin/env"
     assert submit.expand("transfer_executable") == "false"
     requirements = submit.expand("requirements")
-    for clause in (
-        "(TARGET.HAS_GPU =?= true)",
-        "(TARGET.GPUs_GlobalMemoryMb >= 16384)",
-        "(TARGET.CUDACapability >= 7.5)",
-        '(OpSys == "LINUX")',
-    ):
+    for clause in ("(TARGET.HAS_GPU =?= true)", '(OpSys == "LINUX")'):
         assert clause in requirements
+    # per-GPU limits, not slot-wide attributes a machine with mixed GPUs leaves undefined
+    assert submit.expand("gpus_minimum_memory") == "16384"
+    assert submit.expand("gpus_minimum_capability") == "7.5"
+    assert "GlobalMemoryMb" not in requirements and "CUDACapability" not in requirements
+    # condor_submit adds the GPU count clause (countMatches over AvailableGPUs) only when this is absent
+    assert "TARGET.GPUs " not in requirements
     ad = job_ad(submit)
     assert ad.eval("DagflowPipeline") == "ratings"
     assert ad.eval("DagflowRunId") == "run-1"
@@ -129,6 +131,22 @@ def test_gpu_requirements_match_only_a_big_enough_gpu(compiled) -> None:  # type
     assert not job.symmetricMatch(machine_ad(CUDACapability=6.1))
     assert not job.symmetricMatch(machine_ad(Memory=4096))
     assert not job.symmetricMatch(machine_ad(OpSys="WINDOWS"))
+
+
+def test_gpu_limits_pick_a_fitting_gpu_among_mixed_ones(compiled) -> None:  # type: ignore[no-untyped-def]
+    _, _, dag = compiled
+    job = job_ad(node_submit(dag, "train.us"))  # 16384 MB, capability 7.5
+    v100, a100 = gpu_device(16000, 7.0, "Tesla V100-PCIE-16GB"), gpu_device(40960, 8.0, "A100-SXM4-40GB")
+    assert job.symmetricMatch(machine_ad(devices=[v100, a100]))
+    assert not job.symmetricMatch(machine_ad(devices=[v100, v100]))
+    assert not job.symmetricMatch(machine_ad(devices=[gpu_device(81920, 7.0), gpu_device(8192, 9.0)]))
+
+
+def test_cpu_step_has_no_gpu_lines(compiled) -> None:  # type: ignore[no-untyped-def]
+    _, dag_path, _ = compiled
+    text = (dag_path.parent / "fetch.sub").read_text()
+    assert "gpus_minimum" not in text and "require_gpus" not in text
+    assert "{{" not in text
 
 
 def test_cpu_step_matches_a_cpu_only_machine(compiled) -> None:  # type: ignore[no-untyped-def]
@@ -197,3 +215,13 @@ def test_templates_are_found_in_the_checkout() -> None:
         "evaluate.sub",
         "command.sub",
     }
+
+
+def test_a_template_without_the_gpus_line_is_refused_for_a_gpu_step(tmp_path: Path) -> None:
+    from dagflow.engines.condor.templates import fill
+
+    template = "executable = /usr/bin/env\narguments = \"$(DagflowArgs)\"\nenvironment = \"$(DagflowEnv)\"\nqueue\n"
+    fields = {"gpus": "gpus_minimum_memory      = 30720", "attributes": "", "policy": ""}
+    with pytest.raises(ValueError, match=r"no \{\{gpus\}\} line.*gpus_minimum_memory"):
+        fill(template, fields, [])
+    assert "gpus_minimum" not in fill(template, {**fields, "gpus": ""}, [])

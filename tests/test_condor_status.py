@@ -268,3 +268,127 @@ def test_a_local_run_still_reads_as_local(tmp_path: Path) -> None:
     layout.create(plan)
     assert run_engine(layout) == "local" and read_run_status(layout).state == "not-started"
     assert os.path.isdir(layout.logs_dir)
+
+
+# --- files written by a real pool (tests/data/condor-pool/, HTCondor 25.14) ------------------------------------
+
+POOL = Path(__file__).parent / "data" / "condor-pool"
+STAGES = ["stage.us", "stage.br", "stage.de", "stage.jp"]
+
+
+def pool_run(runs_dir: Path, files: tuple[str, ...]):  # -> Prepared
+    from dagflow.plan.expand import expand
+    from dagflow.spec import load_spec
+
+    plan = expand(load_spec(Path(__file__).resolve().parents[1] / "examples" / "region-retrain" / "pipeline.yaml"))
+    plan.run_id = "pool"
+    prepared = prepare_condor(plan, runs_dir)
+    for name in files:
+        shutil.copy(POOL / name, prepared.dag.parent / name.replace("region-retrain-strict", "region-retrain"))
+    prepared.record.add_submission(prepared.layout.run_dir, 100)
+    return prepared
+
+
+def test_the_pool_written_node_status_file_is_read_on_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = (POOL / "region-retrain.status").read_bytes()
+    reference = status_files.parse_node_status_with_classad(data)
+    monkeypatch.setattr(status_files, "parse_node_status_with_classad", None)  # the fallback must not run
+    monkeypatch.setattr(status_files.classad2, "parseAds", None)
+    parsed = status_files.parse_node_status(data)
+    assert parsed.nodes == reference and len(parsed.nodes) == 13
+    assert parsed.dag_status == status_files.ERROR and parsed.complete and parsed.timestamp == 1795484671
+    assert parsed.nodes["stage.us"] == status_files.NodeStatusAd(
+        status_files.ERROR, "Job proc (12.0.0) failed with status 127 (after 2 node retries)", 2, 0, 0
+    )
+    assert {parsed.nodes[name].status for name in parsed.nodes if name not in STAGES} == {status_files.FUTILE}
+
+
+def test_node_status_ads_in_any_order_with_comments_and_escapes_stay_on_the_fast_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = (POOL / "region-retrain.status").read_bytes()
+    odd = data.replace(
+        b'  Node = "stage.us";\n  NodeStatus = 6; /* "STATUS_ERROR" */\n',
+        b'  NodeStatus = 3; /* "STATUS_SUBMITTED" */\n\n  Node = "stage.us"; /* moved */\n',
+    ).replace(b'"Had an ancestor node fail";\n  RetryCount = 0;', b'"said \\"no\\" /* not a comment */";\n')
+    reference = status_files.parse_node_status_with_classad(odd)
+    monkeypatch.setattr(status_files.classad2, "parseAds", None)
+    nodes = status_files.parse_node_status(odd).nodes
+    assert nodes == reference
+    assert nodes["stage.us"] == status_files.NodeStatusAd(3, nodes["stage.us"].details, 2, 0, 0)
+    assert nodes["report"].details == 'said "no" /* not a comment */' and nodes["report"].retry_count == 0
+
+
+def test_node_status_ads_the_fast_path_cannot_read_fall_back_to_classad2() -> None:
+    data = (POOL / "region-retrain.status").read_bytes()
+    expression = data.replace(b"  RetryCount = 2;\n", b"  RetryCount = 1 + 1;\n", 1)  # one ad, read by classad2
+    assert status_files.parse_node_status(expression).nodes == status_files.parse_node_status(data).nodes
+    one_line = data.replace(b";\n  ", b"; ")  # no ad in DAGMan's line layout: the whole file by classad2
+    parsed = status_files.parse_node_status(one_line)
+    assert parsed.nodes == status_files.parse_node_status(data).nodes and len(parsed.nodes) == 13
+
+
+def test_the_pool_written_jobstate_log_counts_attempts_per_node() -> None:
+    log = jobstate.read_jobstate(POOL / "region-retrain.jobstate.log")
+    assert log is not None and log.exit_code == 1 and not log.dagman_running and log.dagman_ids == ["2.0"]
+    assert sorted(log.nodes) == sorted(STAGES)  # the other 9 nodes never ran
+    for name in STAGES:
+        node = log.nodes[name]
+        assert (node.attempt, node.run_attempts, node.event, node.exit_code) == (3, 3, "JOB_FAILURE", 127), name
+        assert node.started is not None and node.ended is not None
+    # Its last attempt's lines carry the DAG-wide sequence number of that submission: 10 for stage.us.
+    assert log.nodes["stage.us"].started == 1795484666 and log.nodes["stage.jp"].started == 1795484667
+
+
+def test_status_of_the_pool_written_failed_run(tmp_path: Path) -> None:
+    prepared = pool_run(tmp_path, ("region-retrain.status", "region-retrain.jobstate.log"))
+    status = read_condor_status(prepared.layout)
+    assert status.state == "failed" and status.counts() == {"failed": 4, "upstream_failed": 9}
+    for name in STAGES:
+        record = status.record(name)
+        assert (record.attempts, record.rc, record.why) == (3, 127, "exit code 127"), name
+    never_ran = [name for name in status.plan.nodes if name not in STAGES]
+    assert len(never_ran) == 9 and all(status.record(name).attempts == 0 for name in never_ran)
+
+
+def test_a_retry_in_a_rescue_run_counts_from_that_run(tmp_path: Path) -> None:
+    prepared = pool_run(tmp_path, ("region-retrain.jobstate.log",))
+    with open(prepared.dag.parent / "region-retrain.jobstate.log", "a") as log:
+        log.write(
+            "1795484700 INTERNAL *** DAGMAN_STARTED 20.0 ***\n"
+            "1795484701 stage.us SUBMIT 21.0 - - 1\n1795484702 stage.us EXECUTE 21.0 - - 1\n"
+            "1795484703 stage.us JOB_TERMINATED 21.0 - - 1\n1795484703 stage.us JOB_FAILURE 127 - - 1\n"
+        )
+    history = jobstate.read_jobstate(prepared.dag.parent / "region-retrain.jobstate.log")
+    assert history is not None and history.dagman_running
+    assert (history.nodes["stage.us"].attempt, history.nodes["stage.us"].run_attempts) == (4, 1)
+    assert history.nodes["stage.us"].started == 1795484702  # not the first run's sequence number 1
+    assert (history.nodes["stage.br"].attempt, history.nodes["stage.br"].run_attempts) == (3, 0)
+    prepared.record.add_submission(prepared.layout.run_dir, 20, rescue=1)
+    status = read_condor_status(prepared.layout)
+    assert status.state == "running" and status.node_states()["stage.us"] == "retrying"
+    assert status.record("stage.us").attempts == 4
+
+
+def test_dagman_that_aborts_before_running_anything_says_why(tmp_path: Path) -> None:
+    prepared = pool_run(tmp_path, ("region-retrain-strict.dag.dagman.out",))
+    status = read_condor_status(prepared.layout)
+    assert status.state == "failed" and set(status.node_states().values()) == {"pending"}
+    assert status.extra["dagman_exit_code"] == 1
+    assert status.extra["dagman_reason"] == (
+        "Warning: default node log file /tmp/x/condor/region-retrain.dag.nodes.log is in /tmp; "
+        "ERROR: Warning is fatal error because of DAGMAN_USE_STRICT setting"
+    )
+    runs = str(tmp_path)
+    summary = json.loads(CliRunner().invoke(app, ["status", "pool", "--runs-dir", runs, "--json"]).stdout)
+    assert summary["state"] == "failed" and "DAGMAN_USE_STRICT" in summary["condor"]["dagman_reason"]
+    text = CliRunner().invoke(app, ["status", "pool", "--runs-dir", runs]).stdout
+    assert text.index("failed") < text.index("DAGMan: Warning: default node log file") < text.index("pending 13"), text
+    assert "exited with status 1" in text
+
+
+def test_a_dagman_out_of_an_earlier_submission_is_not_this_runs_exit(tmp_path: Path) -> None:
+    prepared = pool_run(tmp_path, ("region-retrain-strict.dag.dagman.out",))
+    prepared.record.add_submission(prepared.layout.run_dir, 101)  # resubmitted; its DAGMan has not started
+    status = read_condor_status(prepared.layout)
+    assert status.state == "running" and status.extra["dagman_reason"] is None

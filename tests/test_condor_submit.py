@@ -188,3 +188,56 @@ def test_submit_to_a_real_schedd_and_cancel(tmp_path: Path) -> None:
     assert json.loads(status.stdout)["condor"]["dagman_job"] == cluster
     cancel = dagflow("cancel", "real", env=env, cwd=tmp_path)
     assert cancel.returncode == 0, cancel.stderr
+
+
+# `condor_q -better-analyze` for an 80 GB job on the test pool (V100 + A100), trimmed.
+BETTER_ANALYZE_80GB = """\
+-- Schedd: condorpool@vm : <127.0.0.1:37147?...
+Job 95.000 defines the following attributes:
+
+    FileSystemDomain = "vm"
+    GPUsMinMemory = 81920
+    RequestGPUs = 1
+    RequireGPUs = GlobalMemoryMb >= GPUsMinMemory
+
+slot1@vm has the following attributes:
+
+    TARGET.GPUs = 2
+
+The Requirements expression for job 95.000 reduces to these conditions:
+
+        Slots
+Step   Matched  Condition
+----- --------- ---------
+[0]           1  TARGET.HAS_GPU is true
+[9]           1  TARGET.Memory >= RequestMemory
+[11]          0  countMatches(MY.RequireGPUs,TARGET.AvailableGPUs) >= RequestGPUs
+
+
+095.000:  Run analysis summary ignoring user priority.  Of 1 slots on 1 machines,
+      1 slots are rejected by your job's requirements
+      0 slots reject your job because of their own requirements
+      0 slots match and are willing to run your job
+
+No successful match recorded.
+Reason for last match failure: no match found
+"""
+
+
+def test_idle_reason_names_the_unmet_gpu_limit() -> None:
+    from dagflow.engines.condor.idle_reasons import analyze_argv, summarize
+
+    reason = summarize(BETTER_ANALYZE_80GB)
+    assert reason is not None
+    assert reason.startswith("idle: 1 of 1 slots are rejected by the job's requirements")
+    assert "countMatches(MY.RequireGPUs,TARGET.AvailableGPUs) >= RequestGPUs" in reason
+    assert "no GPU of a matching slot has GlobalMemoryMb >= 81920" in reason
+    willing = BETTER_ANALYZE_80GB.replace("1 slots are rejected", "0 slots are rejected").replace(
+        "0 slots match and", "1 slots match and"
+    )
+    assert summarize(willing) == "idle: 1 of 1 slots match; waiting for the negotiator or a free slot"
+    assert summarize("-- Schedd: condorpool@vm\n") is None
+    argv = analyze_argv(95, 'run "x"', "schedd@host", None)
+    assert argv[:3] == ["condor_q", "-better-analyze", "-constraint"]
+    assert argv[3] == 'ClusterId == 95 && JobStatus == 1 && DagflowRunId == "run \\"x\\""'
+    assert argv[4:] == ["-name", "schedd@host"]

@@ -9,6 +9,7 @@ from pathlib import Path
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.plan.render import to_dot
+from dagflow.policies import gpu_classes
 from dagflow.spec import load_spec, parse_spec
 
 SKETCH = Path(__file__).parent / "data" / "design_sketch.yaml"
@@ -84,8 +85,51 @@ def test_gpu_class_and_user_requirements_combine() -> None:
             requirements: OpSys == "LINUX"
         """)
     step = plan.steps["a"]
-    assert step.requirements == '(TARGET.GPUs_GlobalMemoryMb >= 79000) && (OpSys == "LINUX")'
+    # the class's per-GPU limit stays a number in the plan; the engine decides how to place GPUs
+    assert step.requirements == 'OpSys == "LINUX"'
     assert step.resources.gpus == 2 and step.resources.cuda_capability == 8.0
+    assert step.resources.gpu_memory_mb == 79000
+
+
+def test_the_stricter_of_class_and_step_limits_wins() -> None:
+    plan = plan_of("""\
+        name: p
+        steps:
+          a:
+            command: echo
+            resources: {gpus: 1, gpu_class: ampere-or-newer, cuda_capability: 7.0, gpu_memory: 30GB}
+          b:
+            command: echo
+            resources: {gpus: 1, gpu_class: 40gb, gpu_memory: 100GB, cuda_capability: 9.0}
+          c:
+            command: echo
+            resources: {gpus: 1, gpu_class: any-gpu}
+        """)
+    a, b, c = (plan.steps[name].resources for name in "abc")
+    assert (a.cuda_capability, a.gpu_memory_mb) == (8.0, 30720)
+    assert (b.cuda_capability, b.gpu_memory_mb) == (9.0, 102400)
+    assert (c.cuda_capability, c.gpu_memory_mb) == (None, None)
+    assert all(plan.steps[name].requirements is None for name in "abc")
+
+
+def test_a_site_class_with_machine_requirements_still_ands_them(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "gpu-classes.yaml").write_text(
+        "classes:\n  site-a100:\n    gpu_memory_mb: 40000\n    requirements: 'TARGET.Rack == \"r7\"'\n"
+    )
+    monkeypatch.setenv("DAGFLOW_POLICIES", str(tmp_path))
+    gpu_classes.cache_clear()
+    try:
+        plan = plan_of("""\
+            name: p
+            steps:
+              a: {command: echo, resources: {gpus: 1, gpu_class: site-a100}, requirements: OpSys == "LINUX"}
+            """)
+    finally:
+        monkeypatch.delenv("DAGFLOW_POLICIES")
+        gpu_classes.cache_clear()
+    step = plan.steps["a"]
+    assert step.requirements == '(TARGET.Rack == "r7") && (OpSys == "LINUX")'
+    assert step.resources.gpu_memory_mb == 40000
 
 
 def test_plan_round_trips_through_json() -> None:

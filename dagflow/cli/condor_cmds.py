@@ -65,39 +65,58 @@ def lint_command(
     target: Annotated[
         Path, typer.Argument(help="A .dag file, or a directory whose *.dag files to check.", show_default=False)
     ],
+    dag_checker: Annotated[
+        str | None,
+        typer.Option(
+            "--dag-checker",
+            envvar="DAGFLOW_DAG_CHECKER",
+            help="HTCondor's condor_dag_checker to use. Default: the one on PATH.",
+            show_default=False,
+        ),
+    ] = None,
+    builtin: Annotated[
+        bool, typer.Option("--no-dag-checker", help="Use dagflow's own parser even where HTCondor is installed.")
+    ] = False,
 ) -> None:
     """Check DAGMan input files before you submit them (DAGMan itself only checks at submit time).
 
-    Reports unknown commands, and JOB lines whose submit file is missing or does not parse.
+    With HTCondor installed, condor_dag_checker checks DAGMan syntax, node names, cycles and SUBDAG files.
 
-    Reports PARENT/CHILD, VARS, RETRY, PRIORITY or CATEGORY lines naming a node not defined above.
+    Without it, dagflow's own parser checks the same, following DAGMan's syntax.
 
-    Reports cycles, and MAXJOBS categories that no CATEGORY line uses.
+    Either way dagflow checks that JOB submit files exist and parse (NOOP nodes need none).
 
-    Reports VARS values not double-quoted, with escapes other than \\\\ and \\", or with a live `$`.
+    It warns of MAXJOBS categories that no CATEGORY line uses.
+
+    In files dagflow compiled, VARS values must be double-quoted, with only \\\\ and \\" escapes, no live `$`.
 
     Each problem is printed as FILE:LINE: severity: message. Exit code 0 when clean, 2 on any error.
     """
-    from dagflow.engines.condor.lint import dag_files, lint_dag
+    from dagflow.engines.condor.lint import dag_files, find_checker, lint_dag
 
     if not target.exists():
         print(f"error: {target} does not exist", file=sys.stderr)
+        raise typer.Exit(EXIT_USAGE)
+    checker = None if builtin else find_checker(dag_checker)
+    if checker is not None and not checker.is_file():
+        print(f"error: condor_dag_checker {checker} does not exist", file=sys.stderr)
         raise typer.Exit(EXIT_USAGE)
     files = dag_files(target)
     if not files:
         print(f"error: no .dag file in {target}", file=sys.stderr)
         raise typer.Exit(EXIT_USAGE)
+    checked_by = f"{checker} and dagflow" if checker else "dagflow's parser (no condor_dag_checker)"
     errors = 0
     for path in files:
-        problems = lint_dag(path)
+        problems = lint_dag(path, checker)
         for problem in problems:
             print(problem.render(), file=sys.stderr)
         count = sum(1 for problem in problems if problem.severity == "error")
         errors += count
         if not count:
-            print(f"{path}: ok")
+            print(f"{path}: ok (checked by {checked_by})")
     if errors:
-        print(f"{errors} error{'s' if errors != 1 else ''} found", file=sys.stderr)
+        print(f"{errors} error{'s' if errors != 1 else ''} found (checked by {checked_by})", file=sys.stderr)
         raise typer.Exit(EXIT_USAGE)
 
 
@@ -210,3 +229,48 @@ def resubmit_command(
     except DagflowError as error:
         fail(error)
     _submitted(submission, submission.prepared.target.describe(), json_output)
+
+
+def run_on_condor(
+    pipeline: Path | None,
+    resume: str | None,
+    run_id: str | None,
+    runs_dir: Path,
+    json_output: bool,
+    local_only: dict[str, object],
+) -> int:
+    """`dagflow run --engine condor`: submit the DAG (or, with --resume, its rescue DAG) to the schedd,
+    wait until DAGMan ends, print the status; the exit code. A condor run never continues locally."""
+    from dagflow.cli.submit_cmds import print_run_status
+    from dagflow.engines.condor.engine import prepare_condor, resubmit_condor, submit_prepared, wait_condor
+    from dagflow.engines.condor.schedd import ScheddTarget
+
+    try:
+        given = [option for option, value in local_only.items() if value]
+        if given:
+            raise CondorUsageError(f"{', '.join(given)}: only for the local engine (HTCondor places and runs nodes)")
+        if resume is not None:
+            if pipeline is not None or run_id is not None:
+                raise CondorUsageError("--resume continues an existing run: give no pipeline and no --run-id")
+            layout = find_run(runs_dir, resume)
+            from dagflow.engines.condor.observe import read_condor_status
+
+            if read_condor_status(layout).state != "succeeded":
+                submission = resubmit_condor(layout)
+                print(f"resubmitted run {layout.run_id}: DAGMan job {submission.cluster}.0", file=sys.stderr)
+        else:
+            if pipeline is None:
+                raise CondorUsageError("give a pipeline file to run, or --resume RUN_ID")
+            plan = load_plan_or_exit(pipeline, run_id)
+            prepared = prepare_condor(plan, runs_dir, ScheddTarget())
+            submission = submit_prepared(prepared)
+            layout = prepared.layout
+            print(f"submitted run {layout.run_id}: DAGMan job {submission.cluster}.0; waiting for it", file=sys.stderr)
+        wait_condor(layout)
+    except DagflowError as error:
+        fail(error)
+    return print_run_status(layout, json_output)
+
+
+class CondorUsageError(DagflowError):
+    pass

@@ -32,7 +32,8 @@ class SubmitUsageError(DagflowError):
     pass
 
 
-def _print_status(layout: RunLayout, json_output: bool) -> int:
+def print_run_status(layout: RunLayout, json_output: bool) -> int:
+    """Print a run's status (a table, or one JSON line); the exit code its state means."""
     from dagflow.run.status import read_run_status
     from dagflow.run.status_view import print_status
 
@@ -114,7 +115,7 @@ def submit_command(
     except DagflowError as error:
         fail(error)
     if wait:
-        raise typer.Exit(_print_status(layout, json_output))
+        raise typer.Exit(print_run_status(layout, json_output))
     if json_output:
         print(json.dumps(summary, separators=(",", ":")))
     elif engine is EngineName.slurm:
@@ -129,12 +130,16 @@ def submit_command(
 
 def engine_of(runs_dir: Path, run_id: str) -> EngineName:
     """The engine an existing run was started with (a resume continues on it); local if unknown."""
+    from dagflow.engines.condor.records import is_condor_run
     from dagflow.engines.slurm import is_slurm_run
 
     try:
-        return EngineName.slurm if is_slurm_run(find_run(runs_dir, run_id)) else EngineName.local
+        layout = find_run(runs_dir, run_id)
     except DagflowError:  # no such run: the local engine's resume says so
         return EngineName.local
+    if is_condor_run(layout.run_dir):
+        return EngineName.condor
+    return EngineName.slurm if is_slurm_run(layout) else EngineName.local
 
 
 def _submit_slurm(pipeline: Path | None, resume: str | None, run_id: str | None, runs_dir: Path):  # -> Submitted
@@ -166,7 +171,7 @@ def run_on_slurm(
         _wait(layout)
     except DagflowError as error:
         fail(error)
-    return _print_status(layout, json_output)
+    return print_run_status(layout, json_output)
 
 
 def _submit_local(pipeline: Path | None, resume: str | None, run_id: str | None, runs_dir: Path) -> RunLayout:
@@ -228,4 +233,4 @@ def cancel_command(
             _wait(layout)  # the runner stops its nodes and journals them
     except DagflowError as error:
         fail(error)
-    _print_status(layout, json_output)
+    print_run_status(layout, json_output)

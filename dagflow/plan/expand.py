@@ -21,7 +21,7 @@ import classad2
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.gc_pause import gc_paused
 from dagflow.plan.model import DAGFLOW_LAUNCHER, PROMOTE_SUFFIX, PUBLISH_SUFFIX, Node, Plan, Resources, StepInfo
-from dagflow.policies import gpu_classes
+from dagflow.policies import GpuClass, gpu_classes
 from dagflow.spec.model import PipelineSpec, StepSpec
 from dagflow.spec.templates import Template, parse_template
 from dagflow.spec.validate import Spec
@@ -246,19 +246,11 @@ def _collision(spec: Spec, step: str, name: str) -> SpecError:
 
 
 def _step_info(name: str, step: StepSpec, model: PipelineSpec) -> StepInfo:
-    res = step.resources
     return StepInfo(
         name=name,
         kind=step.kind,
         axes=tuple(axis for axis in model.matrix if axis not in step.over),
-        resources=Resources(
-            cpus=res.cpus,
-            memory_mb=res.memory,
-            disk_mb=res.disk,
-            gpus=res.gpus,
-            gpu_memory_mb=res.gpu_memory,
-            cuda_capability=res.cuda_capability,
-        ),
+        resources=_resources(step),
         requirements=_requirements(step),
         classads=dict(step.classads),
         retries=step.retries.count,
@@ -269,10 +261,33 @@ def _step_info(name: str, step: StepSpec, model: PipelineSpec) -> StepInfo:
     )
 
 
+def _stricter(own: float | None, placement: float | None) -> float | None:
+    if own is None or placement is None:
+        return own if placement is None else placement
+    return max(own, placement)
+
+
+def _resources(step: StepSpec) -> Resources:
+    """The step's resources with its GPU placement class folded in: the class's per-GPU limits stay
+    numbers in the plan (each engine places GPUs its own way), the stricter of the step's and the class's."""
+    res = step.resources
+    placement = gpu_classes()[res.gpu_class] if res.gpu_class else GpuClass()
+    memory = _stricter(res.gpu_memory, placement.gpu_memory_mb)
+    return Resources(
+        cpus=res.cpus,
+        memory_mb=res.memory,
+        disk_mb=res.disk,
+        gpus=res.gpus,
+        gpu_memory_mb=None if memory is None else int(memory),
+        cuda_capability=_stricter(res.cuda_capability, placement.cuda_capability),
+    )
+
+
 def _requirements(step: StepSpec) -> str | None:
     parts = []
-    if step.resources.gpu_class:
-        parts.append(gpu_classes()[step.resources.gpu_class])
+    placement = gpu_classes()[step.resources.gpu_class] if step.resources.gpu_class else None
+    if placement is not None and placement.requirements:
+        parts.append(placement.requirements)
     if step.requirements:
         text = step.requirements.strip()
         # a multi-line YAML expression is re-serialised by HTCondor's own parser onto one line

@@ -44,6 +44,9 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
             f"  {status.layout.run_dir}",
         )
     )
+    reason = status.extra.get("dagman_reason")
+    if reason:  # why DAGMan stopped, when it did so before (or instead of) running nodes
+        console.print(Text.assemble(("DAGMan: ", "bold red"), (str(reason), "red")))
     summary = Text()
     for state, count in counts.items():
         summary.append(f"{state.replace('_', '-')} {count}  ", style=_STYLES.get(state, ""))

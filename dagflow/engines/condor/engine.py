@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,6 +129,19 @@ def resubmit_condor(layout: RunLayout, dry_run: bool = False) -> Submission:
             "the DAG fails or its job is removed"
         )
     return submit_prepared(prepared, dry_run, rescue)
+
+
+def wait_condor(layout: RunLayout, poll_s: float = 2.0) -> RunStatus:
+    """Block until the run's DAGMan job has ended (exited or removed); return the run's final status.
+
+    DAGMan's own files say when it ended (its job's event log and the jobstate log), so this needs no
+    schedd query and keeps working if the schedd restarts meanwhile.
+    """
+    while True:
+        status = read_condor_status(layout)
+        if status.state != RUN_RUNNING:
+            return status
+        time.sleep(poll_s)
 
 
 def cancel_condor(layout: RunLayout) -> int:

@@ -5,12 +5,16 @@ A job event log is a sequence of events, each ended by a line `...`:
     000 (1234.000.000) 2025-03-01 14:25:01 Job submitted from host: <10.0.0.5:9618?...>
         DAG Node: train.us
     ...
+    000 (1235.000.000) 2026-11-24 01:53:00 Job submitted from host: <127.0.0.1:37147?...>
+        [ DAGNodeName = "train.br"; JobBatchName = "region-retrain-20261124-015254-2dac" ]
+    ...
     012 (1234.000.000) 2025-03-01 14:26:00 Job was held.
         Error from slot1@gpu1: memory limit exceeded
         Code 34 Subcode 0
     ...
 
-The node name is in the log only in the submit event (`DAG Node: name`, DAGMan's DAGNodeName note),
+The node name is in the log only in the submit event (`DAG Node: name` before HTCondor 25, a
+`[ DAGNodeName = "name"; ... ]` note since),
 so later events are tied to a node through their cluster id. `htcondor2.JobEventLog` reads this
 format, but spends about 10 µs per event; `scan_events` reads only the header line, the line after
 it and a hold's `Code` line of the events status needs, with one regular expression over the whole
@@ -49,6 +53,9 @@ _FIRST_EVENT = re.compile(_BODY)
 _SIGNAL = re.compile(r"\(signal (\d+)\)")
 _HOLD_CODE = re.compile(r"Code (-?\d+) Subcode (-?\d+)")
 _DAG_NODE = b"DAG Node: "
+# HTCondor 25 writes the submit event's note as a ClassAd: `[ DAGNodeName = "train.us"; JobBatchName = ... ]`
+# (node names hold no quotes: DAGMan refuses them).
+_DAG_NODE_AD = b'DAGNodeName = "'
 _CODES = (b"000", b"001", b"004", b"005", b"009", b"012", b"013")
 
 
@@ -142,14 +149,18 @@ def _scan_events(data: bytes) -> dict[str, NodeJob]:
     times = _Clock()
     jobs: dict[str, NodeJob] = {}
     previous_of = jobs.get
-    name_from = len(_DAG_NODE)
+    name_from, ad_name_from = len(_DAG_NODE), len(_DAG_NODE_AD)
     for submit in grouped[b"000"]:  # in file order: a node's later job (a DAGMan retry) replaces its earlier one
         cluster = submit[1]
         note = submit[3]
         at = note.find(_DAG_NODE)
-        if at < 0:
+        if at >= 0:
+            name = note[at + name_from :].strip().decode("utf-8", "replace")
+        elif (at := note.find(_DAG_NODE_AD)) >= 0:
+            end = note.find(b'"', at + ad_name_from)
+            name = note[at + ad_name_from : end].decode("utf-8", "replace")
+        else:
             continue  # not a DAG node job
-        name = note[at + name_from :].strip().decode("utf-8", "replace")
         last = latest[cluster]
         exit_code = signal = started = ended = None
         if event := executed(cluster):

@@ -5,7 +5,9 @@
 - the jobstate log: each node's latest DAG event as it happens, its attempt number, and whether
   DAGMan is running (DAGMAN_STARTED / DAGMAN_FINISHED with its exit code);
 - the nodes' job event log: per node's latest job, hold reasons, exit codes, evictions and times;
-- the DAGMan job's own event log: whether the DAGMan job is queued, running, held or gone.
+- the DAGMan job's own event log: whether the DAGMan job is queued, running, held or gone;
+- DAGMan's debug log (`<dag>.dagman.out`): its exit status and ERROR lines, the only trace of a DAGMan
+  that aborted before running any node (a DAG parse error, a warning made fatal by DAGMAN_USE_STRICT).
 
 For each node the newest of the three pictures wins (on equal times: jobstate log, then event log,
 then node status file). The result is the shared RunStatus, so `dagflow status` looks the same for
@@ -14,10 +16,14 @@ every engine; held jobs, queued jobs and the DAGMan job's id are what condor add
 
 from __future__ import annotations
 
+import os
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dagflow.engines.condor import events as ev
+from dagflow.engines.condor import idle_reasons
 from dagflow.engines.condor import status_files as sf
 from dagflow.engines.condor.jobstate import EVENT_STATES, JobstateLog, read_jobstate
 from dagflow.engines.condor.records import CondorRecord, condor_dir
@@ -50,6 +56,74 @@ _SNAPSHOT_STATES = {
 _JOB_STATES = {ev.QUEUED: QUEUED, ev.RUNNING: RUNNING, ev.HELD_STATE: HELD, ev.REMOVED: FAILED}
 # DAGMan's own exit codes: 0 the DAG succeeded, 2 DAGMan was removed or aborted; anything else failed.
 _DAGMAN_EXIT_STATES = {0: SUCCEEDED, 2: INTERRUPTED}
+_DAGMAN_OUT_TAIL = 64 * 1024  # the bytes of .dagman.out read: its last run's end is all status needs
+_DAGMAN_OUT_LINE = re.compile(rb"^(?:\d\d/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)? )?(.*?)[ \t\r]*$", re.MULTILINE)
+_BATCH_ID = re.compile(rb"Workflow batch-id: <(\d+)\.\d+>")
+_EXITING = re.compile(rb"EXITING WITH STATUS (-?\d+)")
+_DAG_STATUS = re.compile(r"^DAG status: \d+ \((\w+)\)")
+_FATAL_WARNING = "Warning is fatal"
+_ERRORS_SHOWN = 3
+
+
+@dataclass(slots=True)
+class DagmanExit:
+    """How the latest DAGMan run ended, from the end of its .dagman.out."""
+
+    status: int  # its EXITING WITH STATUS
+    errors: list[str] = field(default_factory=list)  # its last ERROR lines (and the warning made fatal)
+    dag_status: str | None = None  # e.g. DAG_STATUS_NODE_FAILED
+    at: float | None = None  # the file's modification time
+
+    @property
+    def reason(self) -> str | None:
+        if self.status == 0:
+            return None
+        return "; ".join(self.errors) or self.dag_status or f"DAGMan exited with status {self.status}"
+
+
+def read_dagman_out(path: Path, cluster: int, since: float) -> DagmanExit | None:
+    """The exit of DAGMan job `cluster` (submitted at `since`), or None if .dagman.out shows none yet.
+
+    The file is appended to by every DAGMan run of the DAG (resubmits); the run's `Workflow batch-id`
+    line names its job, and when that line is out of the tail read, the file must be newer than the
+    submission."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - _DAGMAN_OUT_TAIL))
+            tail = handle.read()
+            at = os.fstat(handle.fileno()).st_mtime
+    except FileNotFoundError:
+        return None
+    batches = list(_BATCH_ID.finditer(tail))
+    if batches:
+        if int(batches[-1].group(1)) != cluster:
+            return None
+        tail = tail[batches[-1].end() :]
+    elif at < since:
+        return None
+    exiting = list(_EXITING.finditer(tail))
+    if not exiting:
+        return None
+    lines = [line.decode("utf-8", "replace") for line in _DAGMAN_OUT_LINE.findall(tail[: exiting[-1].start()])]
+    result = DagmanExit(int(exiting[-1].group(1)), _error_lines(lines), at=at)
+    statuses = [match.group(1) for line in lines if (match := _DAG_STATUS.match(line))]
+    result.dag_status = statuses[-1] if statuses else None
+    return result
+
+
+def _error_lines(lines: list[str]) -> list[str]:
+    """The last ERROR lines; a warning made fatal (DAGMAN_USE_STRICT) is preceded by its warning."""
+    picked: list[str] = []
+    last_warning: str | None = None
+    for line in lines:
+        if line.startswith("Warning:"):
+            last_warning = line
+        elif "ERROR:" in line:
+            if _FATAL_WARNING in line and last_warning is not None:
+                picked.append(last_warning)
+            picked.append(line)
+    return picked[-_ERRORS_SHOWN:]
 
 
 def _snapshot_state(ad: sf.NodeStatusAd) -> str:
@@ -144,9 +218,11 @@ def fold(
         if exit_code is None and job is not None:
             exit_code = job.exit_code
         attempts = seen.attempt if seen is not None else (job.jobs if job is not None else 0)
+        run_attempts = seen.run_attempts if seen is not None else attempts  # retries restart in a rescue run
         if ad is not None and state not in (PENDING, UPSTREAM_FAILED):
-            attempts = max(attempts, ad.retry_count + 1)
-        if state == FAILED and dagman_alive and attempts <= plan.steps[node.step].retries:
+            run_attempts = max(run_attempts, ad.retry_count + 1)
+            attempts = max(attempts, run_attempts)
+        if state == FAILED and dagman_alive and run_attempts <= plan.steps[node.step].retries:
             state = RETRYING
         elif state == FAILED and cancelled and job is not None and job.state == ev.REMOVED:
             state = INTERRUPTED
@@ -168,12 +244,25 @@ def fold(
     return records
 
 
+def _of_latest_submission(history: JobstateLog, cluster: int) -> bool:
+    """Whether the log's latest DAGMAN_STARTED is the DAGMan job `cluster` (its id reads `N.0`)."""
+    return bool(history.dagman_ids) and history.dagman_ids[-1].split(".")[0] == str(cluster)
+
+
 def _run_outcome(
-    record: CondorRecord, history: JobstateLog | None, snapshot: sf.NodeStatusFile | None, dagman: ev.NodeJob | None
+    record: CondorRecord,
+    history: JobstateLog | None,
+    snapshot: sf.NodeStatusFile | None,
+    dagman: ev.NodeJob | None,
+    exited: DagmanExit | None = None,
 ) -> tuple[bool, str | None, float | None]:
     """(DAGMan alive, the run's end state if it ended, when it ended)."""
     if record.latest is None:
         return False, None, None
+    if history is not None and not _of_latest_submission(history, record.latest.cluster):
+        # The log ends with an earlier DAGMan's finish (a resubmitted run whose new DAGMan has not
+        # started yet): that outcome is not this submission's.
+        history = replace(history, finished=None, exit_code=None, last_started=None)
     finished_at = None
     if history is not None and history.finished is not None and history.last_started is not None:
         finished_at = history.finished
@@ -189,6 +278,8 @@ def _run_outcome(
         # DAGMan wrote that it finished, but its job's exit is not logged yet: it is on its way out.
         state = _DAGMAN_EXIT_STATES.get(history.exit_code if history.exit_code is not None else 1, FAILED)
         return False, state, finished_at
+    if exited is not None:  # DAGMan said it exits, before its job's exit is logged (or with no event log)
+        return False, _DAGMAN_EXIT_STATES.get(exited.status, FAILED), exited.at
     if snapshot is not None and snapshot.complete and snapshot.dag_status == sf.DONE and dagman is None:
         return False, SUCCEEDED, snapshot.timestamp
     return True, None, None
@@ -204,7 +295,9 @@ def read_condor_status(layout: RunLayout) -> RunStatus:
     history = read_jobstate(files.jobstate_log)
     jobs = ev.read_events(Layout.for_plan(plan, condor_dir(layout.run_dir)).event_log)
     dagman = _dagman_job(record)
-    alive, outcome, ended = _run_outcome(record, history, snapshot, dagman)
+    latest = record.latest
+    exited = read_dagman_out(record.dagman_out, latest.cluster, latest.t) if latest is not None else None
+    alive, outcome, ended = _run_outcome(record, history, snapshot, dagman, exited)
     journal = JournalState(
         nodes=fold(plan, snapshot, history, jobs, alive, cancelled=outcome == INTERRUPTED),
         runners=len(record.submissions),
@@ -212,8 +305,12 @@ def read_condor_status(layout: RunLayout) -> RunStatus:
         finished=outcome,
         finished_at=ended,
     )
+    if alive:  # only a live DAG's idle jobs are worth asking the schedd about
+        idle_reasons.explain_idle(plan, journal.nodes, jobs, record)
     status = RunStatus(layout, plan, journal, alive, engine="condor")
     status.extra = _extra(record, dagman, jobs, snapshot)
+    status.extra["dagman_exit_code"] = exited.status if exited is not None else None
+    status.extra["dagman_reason"] = exited.reason if exited is not None and outcome != SUCCEEDED else None
     status.notes = _notes(status.extra, files.dag)
     status.resume_hint = f"dagflow resubmit {layout.run_id}"
     return status
@@ -251,6 +348,8 @@ def _notes(extra: dict[str, Any], dag: Path) -> list[str]:
     line = f"DAGMan job {extra['dagman_job']} on {where} ({extra['dagman_state']})"
     if extra["dagman_hold_reason"]:
         line += f", held: {extra['dagman_hold_reason']}"
+    if extra.get("dagman_exit_code") is not None:
+        line += f", exited with status {extra['dagman_exit_code']}"
     notes = [line]
     if extra["held"]:
         notes.append(f"{len(extra['held'])} held job(s): release with condor_release, or cancel the run")

@@ -54,6 +54,11 @@ class CondorRecord:
         return Path(self.dag + ".dagman.log")
 
     @property
+    def dagman_out(self) -> Path:
+        """DAGMan's own debug log (`<dag>.dagman.out`): why it aborted, and its exit status."""
+        return Path(self.dag + ".dagman.out")
+
+    @property
     def latest(self) -> Submission | None:
         return self.submissions[-1] if self.submissions else None
 

@@ -89,13 +89,11 @@ def requirements(step: StepInfo) -> str:
         "(TARGET.Disk >= RequestDisk)",
     ]
     if res.gpus > 0:
-        # TARGET.-scoped: the job ad has no such attributes, and an unscoped name is looked up in the
-        # job ad first (classad2's symmetricMatch does not fall back to the machine ad at all)
-        clauses += ["(TARGET.GPUs >= RequestGPUs)", "(TARGET.HAS_GPU =?= true)"]
-        if res.gpu_memory_mb is not None:
-            clauses.append(f"(TARGET.GPUs_GlobalMemoryMb >= {int(res.gpu_memory_mb)})")
-        if res.cuda_capability is not None:
-            clauses.append(f"(TARGET.CUDACapability >= {float(res.cuda_capability)!r})")
+        # TARGET.-scoped: an unscoped name is looked up in the job ad first (classad2's symmetricMatch does
+        # not fall back to the machine ad at all). No GPU count or per-GPU clause: condor_submit adds
+        # `countMatches(MY.RequireGPUs, TARGET.AvailableGPUs) >= RequestGPUs` (or `TARGET.GPUs >= RequestGPUs`
+        # without per-GPU limits) itself, and leaves it out when the requirements already name TARGET.GPUs.
+        clauses.append("(TARGET.HAS_GPU =?= true)")
     if step.requirements:
         expression = escape.check_text(step.requirements, f"step {step.name} requirements")
         try:
@@ -104,6 +102,26 @@ def requirements(step: StepInfo) -> str:
             raise ValueError(f"step {step.name} requirements is not a ClassAd expression: {error}") from None
         clauses.append("(" + expression + ")")
     return escape.submit_literal(" && ".join(clauses), f"step {step.name} requirements")
+
+
+def _submit_line(command: str, value: str) -> str:
+    return f"{command:<24} = {value}"
+
+
+def gpu_lines(step: StepInfo) -> list[str]:
+    """Per-GPU limits, so a machine with mixed GPUs hands the job a GPU that fits (HTCondor matches
+    each of the slot's GPUs, not a slot-wide GPUs_GlobalMemoryMb that mixed GPUs leave undefined)."""
+    res = step.resources
+    if res.gpus <= 0:
+        return []
+    lines = []
+    if res.gpu_memory_mb is not None:
+        memory = escape.classad_value(int(res.gpu_memory_mb), f"step {step.name} resources gpu_memory")
+        lines.append(_submit_line("gpus_minimum_memory", memory))
+    if res.cuda_capability is not None:
+        capability = escape.classad_value(float(res.cuda_capability), f"step {step.name} resources cuda_capability")
+        lines.append(_submit_line("gpus_minimum_capability", capability))
+    return lines
 
 
 def _attributes(step: StepInfo, axis_macros: tuple[tuple[str, str], ...], has_trial: bool) -> list[str]:
@@ -147,6 +165,7 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
         "request_disk": f"{int(res.disk_mb)}M",
         "request_gpus": str(int(res.gpus)),
         "requirements": requirements(step),
+        "gpus": "\n".join(gpu_lines(step)),
         "pipeline": escape.classad_string(plan.pipeline, "pipeline name"),
         "run_id": escape.classad_string(plan.run_id, "run id"),
         "step": escape.classad_string(step.name, "step name"),

@@ -14,7 +14,8 @@ from dagflow.data import data_dir
 
 FIELD = re.compile(r"\{\{([A-Za-z_]+)\}\}")
 # Lines that are nothing but one block field; dropped when the block is empty.
-BLOCK_FIELDS = frozenset({"attributes", "policy"})
+# A template without the line is refused when the step has something for it (it would be lost).
+BLOCK_FIELDS = frozenset({"gpus", "attributes", "policy"})
 FIELDS = (
     frozenset(
         {
@@ -76,15 +77,28 @@ def fill(text: str, fields: dict[str, str], header: list[str]) -> str:
     while lines and (not lines[0].strip() or lines[0].lstrip().startswith("#")):
         lines.pop(0)
     out = list(header)
+    placed = set()
     for line in lines:
         if line.lstrip().startswith("#"):
             out.append(line)
             continue
         stripped = line.strip()
         if stripped.startswith("{{") and stripped.endswith("}}") and stripped[2:-2] in BLOCK_FIELDS:
+            placed.add(stripped[2:-2])
             block = fields[stripped[2:-2]]
             if block:
                 out.append(block)
             continue
         out.append(FIELD.sub(lambda match: fields[match.group(1)], line))
+    _check_blocks_placed(fields, placed)
     return "\n".join(out) + "\n"
+
+
+def _check_blocks_placed(fields: dict[str, str], placed: set[str]) -> None:
+    for name in sorted(BLOCK_FIELDS - placed):
+        if fields.get(name):
+            first = fields[name].splitlines()[0]
+            raise ValueError(
+                f"the submit template has no {{{{{name}}}}} line (on a line of its own), so `{first}` "
+                "would be lost: add the line to the template"
+            )

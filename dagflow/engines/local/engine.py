@@ -29,7 +29,7 @@ from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
 from dagflow.run.layout import RunLayout, find_run
 from dagflow.run.lock import holder_pid, is_locked
-from dagflow.run.status import read_status
+from dagflow.run.status import read_status, run_engine
 
 
 class RunExistsError(DagflowError):
@@ -94,6 +94,14 @@ def resume_local(run_id: str | None, options: RunOptions | None = None) -> RunRe
     """
     options = options or RunOptions()
     layout = find_run(Path(options.runs_dir), run_id)
+    engine = run_engine(layout)
+    if engine != "local":
+        # Its nodes ran (or run) elsewhere and its journal is not the local runner's: running it here
+        # would run finished work again and write into another engine's run directory.
+        raise RunExistsError(
+            f"run {layout.run_id} was started with --engine {engine}; continue it there "
+            f"(`dagflow run --resume {layout.run_id}` picks that engine by itself)"
+        )
     plan = layout.load_plan()
     machine = check_runnable(plan, options)
     layout.mark_latest()

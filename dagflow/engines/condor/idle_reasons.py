@@ -1,0 +1,129 @@
+"""Why a condor run's idle node jobs do not start: `condor_q -better-analyze`, boiled down to one line.
+
+`dagflow status` reads a run from files; only jobs still idle in the queue are worth asking the schedd
+about. A step's jobs share one submit file (so one requirements expression), so one analysis per step
+stands for all of that step's idle jobs, and a run with many idle jobs costs a few condor_q calls.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+
+import classad2
+
+from dagflow.engines.condor import events as ev
+from dagflow.engines.condor.records import CondorRecord
+from dagflow.plan import Plan
+from dagflow.run.journal import NodeRecord
+from dagflow.run.status import QUEUED
+
+ANALYZE_TIMEOUT_S = 30.0
+MAX_STEPS = 8  # analyses per `dagflow status`; steps past these keep no reason
+_SUMMARY = re.compile(r"Of (\d+) slots on (\d+) machines,\n((?:\s+\d+ slots? .*\n?)+)")
+_SUMMARY_LINE = re.compile(r"^\s+(\d+) slots? (.*)$", re.MULTILINE)
+_CONDITION = re.compile(r"^\[\d+\]\s+(\d+)\s+(.+)$", re.MULTILINE)
+_ATTRIBUTE = re.compile(r"^ {4}(\w+) = (.*)$", re.MULTILINE)
+_LAST_FAILURE = re.compile(r"^Reason for last match failure: (.+)$", re.MULTILINE)
+
+Runner = Callable[[list[str]], str | None]
+
+
+def _condor_q(argv: list[str]) -> str | None:
+    """condor_q's output, or None where it cannot run or fails (status must still work)."""
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=ANALYZE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def analyze_argv(cluster: int, run_id: str, schedd: str | None, pool: str | None) -> list[str]:
+    # The run id in the constraint: a cluster number from an old run's event log may be another job now.
+    constraint = f"ClusterId == {int(cluster)} && JobStatus == 1 && DagflowRunId == {classad2.quote(run_id)}"
+    argv = ["condor_q", "-better-analyze", "-constraint", constraint]
+    if schedd:
+        argv += ["-name", schedd]
+    if pool:
+        argv += ["-pool", pool]
+    return argv
+
+
+def _job_attributes(text: str) -> dict[str, str]:
+    start = text.find("defines the following attributes:")
+    if start < 0:
+        return {}
+    block = text[start:].split("\n\n", 2)
+    return dict(_ATTRIBUTE.findall(block[1])) if len(block) > 1 else {}
+
+
+def _gpu_detail(attributes: dict[str, str]) -> str | None:
+    """RequireGPUs with the job's GPUsMin* values put in: `GlobalMemoryMb >= 81920`."""
+    expression = attributes.get("RequireGPUs")
+    if expression is None:
+        return None
+    for name in ("GPUsMinMemory", "GPUsMinCapability"):
+        if name in attributes:
+            expression = re.sub(rf"\b{name}\b", attributes[name].split(" (")[0], expression)
+    return f"no GPU of a matching slot has {expression}"
+
+
+def _unmet(text: str, attributes: dict[str, str]) -> list[str]:
+    conditions = [condition.strip() for matched, condition in _CONDITION.findall(text) if matched == "0"]
+    if any("RequireGPUs" in condition for condition in conditions):
+        detail = _gpu_detail(attributes)
+        if detail:
+            conditions.append(detail)
+    return conditions
+
+
+def summarize(text: str) -> str | None:
+    """One line from `condor_q -better-analyze` output for one job; None when it analysed no job."""
+    summary = _SUMMARY.search(text)
+    if summary is None:
+        return None
+    total = int(summary.group(1))
+    counts = [(int(count), phrase.strip()) for count, phrase in _SUMMARY_LINE.findall(summary.group(3))]
+    willing = sum(count for count, phrase in counts if "willing to run" in phrase)
+    if total == 0:
+        return "idle: the pool has no slots"
+    if willing:
+        return f"idle: {willing} of {total} slots match; waiting for the negotiator or a free slot"
+    parts = [f"{count} of {total} slots {phrase.removesuffix(' your job')}" for count, phrase in counts if count]
+    unmet = _unmet(text, _job_attributes(text))
+    if unmet:
+        parts.append("unmet: " + "; ".join(unmet))
+    failure = _LAST_FAILURE.search(text)
+    if failure and not unmet:
+        parts.append(f"last match failure: {failure.group(1).strip()}")
+    return "idle: " + ", ".join(parts).replace("your job's", "the job's")
+
+
+def _idle_by_step(plan: Plan, records: dict[str, NodeRecord], jobs: dict[str, ev.NodeJob]) -> dict[str, list[str]]:
+    by_step: dict[str, list[str]] = {}
+    for name, job in jobs.items():
+        record = records.get(name)
+        if job.state == ev.QUEUED and record is not None and record.state == QUEUED and record.why is None:
+            by_step.setdefault(plan.nodes[name].step, []).append(name)
+    return by_step
+
+
+def explain_idle(
+    plan: Plan,
+    records: dict[str, NodeRecord],
+    jobs: dict[str, ev.NodeJob],
+    record: CondorRecord,
+    run: Runner = _condor_q,
+) -> None:
+    """Set `why` on queued node records whose job is idle, from one analysis per step."""
+    for names in list(_idle_by_step(plan, records, jobs).values())[:MAX_STEPS]:
+        output = run(analyze_argv(jobs[names[0]].cluster, plan.run_id, record.schedd, record.pool))
+        reason = summarize(output) if output else None
+        if reason is None:
+            continue
+        for name in names:
+            records[name].why = reason

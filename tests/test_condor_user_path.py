@@ -1,0 +1,325 @@
+"""The whole user path on a real HTCondor pool: submit, status against condor_q and condor_history,
+cancel, rescue and resubmit, RETRY ... UNLESS-EXIT, MAXJOBS, holds, `run --engine condor` and its resume,
+and the condor_q recipes the README gives.
+
+Every command runs as the pool's user (HTCondor refuses jobs owned by root) in a directory it owns.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+from tests.condor_pool import Pool
+
+pytestmark = pytest.mark.condor_pool
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "region-retrain"
+PY = sys.executable
+
+
+def _pipeline(workdir: Path, text: str) -> Path:
+    path = workdir / "pipeline.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _submit(pool: Pool, workdir: Path, *extra: str) -> str:
+    pool.give(workdir)
+    done = pool.dagflow(["submit", "pipeline.yaml", "--json", *extra], cwd=workdir)
+    return json.loads(done.stdout)["run_id"]
+
+
+def _status(pool: Pool, workdir: Path, run_id: str) -> dict:
+    done = pool.dagflow(["status", run_id, "--json"], cwd=workdir, check=False)
+    return json.loads(done.stdout)
+
+
+def _nodes(status: dict) -> dict[str, dict]:
+    return {node["node"]: node for node in status["nodes"]}
+
+
+def _ended(pool: Pool, workdir: Path, run_id: str) -> dict:
+    return pool.wait_until(  # type: ignore[return-value]
+        lambda: (s := _status(pool, workdir, run_id))["state"] not in ("running", "not-started") and s,
+        f"run {run_id} to end",
+    )
+
+
+def _dagman_cluster(workdir: Path, run_id: str) -> int:
+    record = json.loads((workdir / ".dagflow" / "runs" / run_id / "condor" / "run.json").read_text())
+    return int(record["submissions"][-1]["cluster"])
+
+
+def _queue(pool: Pool, constraint: str, *attrs: str) -> list[list[str]]:
+    done = pool.run(["condor_q", "-constraint", constraint, "-af", *attrs])
+    return [line.split() for line in done.stdout.splitlines() if line.strip()]
+
+
+def _history(pool: Pool, constraint: str, *attrs: str) -> list[list[str]]:
+    done = pool.run(["condor_history", "-constraint", constraint, "-af", *attrs])
+    return [line.split() for line in done.stdout.splitlines() if line.strip()]
+
+
+def _node_jobs(pool: Pool, cluster: int) -> str:
+    return f"DAGManJobId == {cluster}"
+
+
+# Schedd JobStatus codes -> the dagflow node states that may show them (a job that just left the
+# queue can already read as finished in DAGMan's files).
+_AGREES = {"1": {"queued"}, "2": {"running"}, "5": {"held"}}
+
+
+def test_submit_runs_the_example_like_a_local_run_and_status_agrees_with_condor(condor_pool: Pool) -> None:
+    local = condor_pool.workdir("example-local")
+    shutil.copytree(EXAMPLE, local / "region-retrain")
+    subprocess.run([PY, "-m", "dagflow", "run", "pipeline.yaml", "--jobs", "2"], cwd=local / "region-retrain",
+                   check=True, capture_output=True)
+    onpool = condor_pool.workdir("example-pool")
+    shutil.copytree(EXAMPLE, onpool / "region-retrain")
+    workdir = onpool / "region-retrain"
+    run_id = _submit(condor_pool, workdir)
+    cluster = _dagman_cluster(workdir, run_id)
+
+    # While it runs: every node job condor_q shows in the same state before and after reading dagflow's
+    # status is in that state in dagflow's status too.
+    compared = 0
+    for _ in range(200):
+        before = {n: s for n, s in _queue(condor_pool, _node_jobs(condor_pool, cluster), "DAGNodeName", "JobStatus")}
+        status = _status(condor_pool, workdir, run_id)
+        after = {n: s for n, s in _queue(condor_pool, _node_jobs(condor_pool, cluster), "DAGNodeName", "JobStatus")}
+        nodes = _nodes(status)
+        for name, code in before.items():
+            if after.get(name) == code and code in _AGREES:
+                assert nodes[name]["state"] in _AGREES[code], (name, code, nodes[name])
+                compared += 1
+        if status["state"] != "running":
+            break
+    assert compared > 0, "never saw a node job in condor_q while the run was going"
+
+    status = _ended(condor_pool, workdir, run_id)
+    assert status["state"] == "succeeded", status
+    # After: dagflow agrees with condor_history node by node (one job each, its exit code).
+    rows = _history(condor_pool, _node_jobs(condor_pool, cluster), "DAGNodeName", "ExitCode")
+    history: dict[str, list[str]] = {}
+    for name, code in rows:
+        history.setdefault(name, []).append(code)
+    nodes = _nodes(status)
+    assert set(history) == set(nodes)
+    for name, codes in history.items():
+        assert nodes[name]["attempts"] == len(codes) == 1
+        assert nodes[name]["exit_code"] == int(codes[0]) == 0
+
+    for region in ("us", "br", "de", "jp"):
+        for output in ("metrics.json", "train.json"):
+            here = json.loads((local / "region-retrain" / "models" / region / output).read_text())
+            there = json.loads((workdir / "models" / region / output).read_text())
+            here.pop("fit_seconds", None), there.pop("fit_seconds", None)  # a timing, not an output
+            assert here == there, (region, output)
+    assert (local / "region-retrain" / "reports" / "report.json").read_text() == (
+        workdir / "reports" / "report.json"
+    ).read_text()
+
+
+SLEEPERS = """
+name: sleepers
+matrix:
+  region: [us, br]
+steps:
+  nap:
+    command: {py} -c "import time; time.sleep(600)"
+    resources: {{memory: 64MB, disk: 10MB}}
+  after:
+    needs: [nap]
+    command: {py} -c "print('never')"
+    resources: {{memory: 64MB, disk: 10MB}}
+"""
+
+
+def test_condor_q_recipes_and_cancel_leaves_no_job(condor_pool: Pool) -> None:
+    workdir = condor_pool.workdir("recipes")
+    _pipeline(workdir, SLEEPERS.format(py=PY))
+    run_id = _submit(condor_pool, workdir)
+    cluster = _dagman_cluster(workdir, run_id)
+    condor_pool.wait_until(
+        lambda: len(_queue(condor_pool, f"DAGManJobId == {cluster} && JobStatus == 2", "DAGNodeName")) == 2,
+        "both nap nodes to run",
+    )
+    # The README's recipes.
+    tree = condor_pool.run(["condor_q", "-dag", "-nobatch"]).stdout
+    assert "|-nap.us" in tree and "|-nap.br" in tree, tree
+    us = _queue(condor_pool, 'DagflowRegion == "us"', "DagflowStep", "DagflowRegion")
+    assert us == [["nap", "us"]], us
+    batch = _queue(condor_pool, f"DAGManJobId == {cluster}", "JobBatchName")
+    assert batch and all(row == [run_id] for row in batch), batch
+    by_run = _queue(condor_pool, f'DagflowRunId == "{run_id}"', "DAGNodeName")
+    assert sorted(row[0] for row in by_run) == ["nap.br", "nap.us"]
+
+    done = condor_pool.dagflow(["cancel", run_id, "--json"], cwd=workdir, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    condor_pool.wait_until(
+        lambda: not _queue(condor_pool, f"ClusterId == {cluster} || DAGManJobId == {cluster}", "ClusterId"),
+        "the cancelled run's jobs to leave the queue",
+    )
+    status = _ended(condor_pool, workdir, run_id)
+    assert status["state"] in ("failed", "interrupted", "stopped"), status["state"]
+    assert _nodes(status)["after.us"]["state"] != "succeeded"
+
+
+FLAKY = """
+name: flaky
+steps:
+  first:
+    command: sh -c "echo ran >> first.count"
+    resources: {{memory: 64MB, disk: 10MB}}
+  second:
+    needs: [first]
+    command: sh -c "echo ran >> second.count; test -e fixed"
+    retries: 1
+    resources: {{memory: 64MB, disk: 10MB}}
+  third:
+    needs: [second]
+    command: sh -c "echo ran >> third.count"
+    resources: {{memory: 64MB, disk: 10MB}}
+"""
+
+
+def _count(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_failed_node_leaves_a_rescue_dag_and_resubmit_finishes_without_rerunning(condor_pool: Pool) -> None:
+    workdir = condor_pool.workdir("rescue")
+    _pipeline(workdir, FLAKY.format())
+    run_id = _submit(condor_pool, workdir)
+    status = _ended(condor_pool, workdir, run_id)
+    assert status["state"] == "failed"
+    nodes = _nodes(status)
+    assert nodes["first"]["state"] == "succeeded"
+    assert nodes["second"]["state"] == "failed" and nodes["second"]["attempts"] == 2
+    assert nodes["third"]["state"] == "upstream_failed"
+    assert _count(workdir / "second.count") == 2
+    assert list((workdir / ".dagflow" / "runs" / run_id / "condor").glob("*.rescue001"))
+
+    (workdir / "fixed").write_text("")
+    condor_pool.give(workdir)
+    condor_pool.dagflow(["resubmit", run_id], cwd=workdir)
+    status = _ended(condor_pool, workdir, run_id)
+    assert status["state"] == "succeeded", status
+    assert _count(workdir / "first.count") == 1  # not rerun
+    assert _count(workdir / "second.count") == 3
+    assert _count(workdir / "third.count") == 1
+
+
+RETRIES = """
+name: retries
+steps:
+  permanent:
+    command: sh -c "echo ran >> permanent.count; exit 3"
+    retries: {{count: 3, unless_exit: [3]}}
+    resources: {{memory: 64MB, disk: 10MB}}
+  transient:
+    command: sh -c "echo ran >> transient.count; exit 4"
+    retries: {{count: 2, unless_exit: [3]}}
+    resources: {{memory: 64MB, disk: 10MB}}
+"""
+
+
+def test_retry_unless_exit_is_honoured_by_dagman(condor_pool: Pool) -> None:
+    workdir = condor_pool.workdir("retries")
+    _pipeline(workdir, RETRIES.format())
+    run_id = _submit(condor_pool, workdir)
+    dag = next((workdir / ".dagflow" / "runs" / run_id / "condor").glob("*.dag"))
+    assert "RETRY permanent 3 UNLESS-EXIT 3" in dag.read_text()
+    status = _ended(condor_pool, workdir, run_id)
+    nodes = _nodes(status)
+    assert _count(workdir / "permanent.count") == 1
+    assert nodes["permanent"]["attempts"] == 1 and nodes["permanent"]["exit_code"] == 3
+    assert _count(workdir / "transient.count") == 3
+    assert nodes["transient"]["attempts"] == 3 and nodes["transient"]["exit_code"] == 4
+    assert status["state"] == "failed"
+
+
+GPU_FANOUT = """
+name: gpufan
+matrix:
+  shard: [a, b, c, d]
+steps:
+  train:
+    kind: train
+    command: sh -c "echo start $(date +%s.%N) >> {{shard}}.times; sleep 4; echo end $(date +%s.%N) >> {{shard}}.times"
+    resources: {{gpus: 1, memory: 64MB, disk: 10MB}}
+"""
+
+
+def test_maxjobs_gpu_keeps_at_most_n_gpu_nodes_running(condor_pool: Pool) -> None:
+    workdir = condor_pool.workdir("maxjobs")
+    _pipeline(workdir, GPU_FANOUT.format())
+    run_id = _submit(condor_pool, workdir, "--max-gpu-jobs", "1")
+    dag = next((workdir / ".dagflow" / "runs" / run_id / "condor").glob("*.dag"))
+    assert "MAXJOBS gpu 1" in dag.read_text()
+    status = _ended(condor_pool, workdir, run_id)
+    assert status["state"] == "succeeded", status
+    # The pool has two GPUs, so without the throttle two nodes would overlap.
+    spans = []
+    for shard in "abcd":
+        lines = dict(line.split() for line in (workdir / f"{shard}.times").read_text().splitlines())
+        spans.append((float(lines["start"]), float(lines["end"])))
+    spans.sort()
+    for (_, end), (start, _) in pairwise(spans):
+        assert start >= end, spans
+
+
+def test_held_job_shows_its_hold_reason(condor_pool: Pool) -> None:
+    workdir = condor_pool.workdir("held")
+    _pipeline(workdir, SLEEPERS.format(py=PY))
+    run_id = _submit(condor_pool, workdir)
+    cluster = _dagman_cluster(workdir, run_id)
+    jobs = condor_pool.wait_until(
+        lambda: _queue(condor_pool, f"DAGManJobId == {cluster} && DAGNodeName == \"nap.us\"", "ClusterId"),
+        "nap.us to be queued",
+    )
+    condor_pool.run(["condor_hold", "-reason", "disk quota audit by ops", jobs[0][0]])  # type: ignore[index]
+    held = condor_pool.wait_until(
+        lambda: (n := _nodes(_status(condor_pool, workdir, run_id))["nap.us"])["state"] == "held" and n,
+        "dagflow status to show nap.us held",
+    )
+    assert "disk quota audit by ops" in (held["why"] or ""), held  # type: ignore[index]
+    table = condor_pool.dagflow(["status", run_id], cwd=workdir, check=False, env={"COLUMNS": "250"}).stdout
+    assert "disk quota audit by ops" in table
+    condor_pool.dagflow(["cancel", run_id], cwd=workdir, check=False)
+    condor_pool.wait_until(lambda: not _queue(condor_pool, f"DAGManJobId == {cluster}", "ClusterId"), "cleanup")
+
+
+def test_run_engine_condor_runs_on_the_pool_and_resume_stays_there(condor_pool: Pool) -> None:
+    workdir = condor_pool.workdir("run-engine")
+    _pipeline(workdir, FLAKY.format())
+    condor_pool.give(workdir)
+    done = condor_pool.dagflow(["run", "--engine", "condor", "pipeline.yaml", "--json"], cwd=workdir, check=False)
+    assert done.returncode == 1, done.stderr
+    status = json.loads(done.stdout)
+    run_id = status["run_id"]
+    assert status["engine"] == "condor"
+    cluster = _dagman_cluster(workdir, run_id)
+    assert _history(condor_pool, f"ClusterId == {cluster}", "JobUniverse") == [["7"]]  # DAGMan ran it
+    assert _history(condor_pool, f"DAGManJobId == {cluster}", "DAGNodeName")  # and its nodes ran as jobs
+
+    (workdir / "fixed").write_text("")
+    condor_pool.give(workdir)
+    journal = workdir / ".dagflow" / "runs" / run_id / "journal.jsonl"
+    journal_before = journal.read_bytes() if journal.exists() else b""
+    done = condor_pool.dagflow(["run", "--resume", run_id, "--json"], cwd=workdir, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["state"] == "succeeded"
+    resumed = _dagman_cluster(workdir, run_id)
+    assert resumed != cluster  # a second DAGMan job: the rescue DAG ran on the pool
+    assert _history(condor_pool, f"DAGManJobId == {resumed}", "DAGNodeName")
+    assert _count(workdir / "first.count") == 1
+    # The local runner never touched the run: its journal is as the condor engine left it.
+    assert (journal.read_bytes() if journal.exists() else b"") == journal_before
