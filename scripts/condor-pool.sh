@@ -83,22 +83,24 @@ ensure_user() {
     useradd --system --create-home --home-dir "/var/lib/$POOL_USER" --shell /bin/bash "$POOL_USER"
 }
 
-grant_python() {  # let the pool user reach (not list) the interpreter the jobs run
+grant_python() {  # let the pool user reach (not list) the interpreter the jobs run and its environment
     [[ -e $PYTHON ]] || return 0
     [[ $(id -u) -eq 0 ]] || return 0
-    as_pool "$PYTHON" -c '' 2>/dev/null && return 0
-    local path dir
-    path=$(readlink -f "$PYTHON")
-    dir=$(dirname "$path")
-    while [[ $dir != / ]]; do
-        if [[ $(stat -c %A "$dir") != ?????????[xt] ]]; then  # others may not search it
-            chmod o+x "$dir"
-            echo "$dir" >>"$STATE/granted"
-        fi
-        dir=$(dirname "$dir")
+    as_pool "$PYTHON" -c 'import dagflow' 2>/dev/null && return 0
+    local start dir
+    # The venv's own path (its site-packages, an editable checkout beside it) and the interpreter it links to.
+    for start in "$(dirname "$PYTHON")" "$(dirname "$(readlink -f "$PYTHON")")"; do
+        dir=$start
+        while [[ $dir != / ]]; do
+            if [[ $(stat -c %A "$dir") != ?????????[xt] ]]; then  # others may not search it
+                chmod o+x "$dir"
+                echo "$dir" >>"$STATE/granted"
+            fi
+            dir=$(dirname "$dir")
+        done
     done
-    as_pool "$PYTHON" -c '' 2>/dev/null \
-        || die "the pool user $POOL_USER cannot run $PYTHON (set DAGFLOW_CONDOR_PYTHON to an interpreter it can read)"
+    as_pool "$PYTHON" -c 'import dagflow' 2>/dev/null \
+        || die "the pool user $POOL_USER cannot run $PYTHON with dagflow importable (set DAGFLOW_CONDOR_PYTHON to an interpreter it can read)"
 }
 
 revoke_python() {
@@ -179,6 +181,7 @@ answering() {  # the startd's slot is in the collector and the schedd answers
 
 up() {
     if master_alive && answering; then
+        grant_python  # a later caller may bring the environment its jobs run (CI makes the venv after `up`)
         echo "condor-pool: already up ($CONF)"
         return 0
     fi

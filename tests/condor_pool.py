@@ -118,12 +118,12 @@ def condor_pool() -> Iterator[Pool]:
     if release_bin() is None and (tarball is None or not tarball.exists()):
         pytest.skip("no HTCondor release: ../shared/htcondor/htcondor-*-debian12-x86_64.tar.xz is missing")
     env = {**os.environ, "DAGFLOW_CONDOR_PYTHON": sys.executable}
-    started = False
-    if subprocess.run([str(SCRIPT), "status"], capture_output=True, env=env, check=False).returncode != 0:
-        done = subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True, env=env, check=False)
-        if done.returncode != 0:
-            pytest.fail(f"could not start the test HTCondor pool:\n{done.stdout}{done.stderr}")
-        started = True
+    started = subprocess.run([str(SCRIPT), "status"], capture_output=True, env=env, check=False).returncode != 0
+    # `up` also when the pool runs (CI starts it before this interpreter's venv exists): it lets the pool
+    # user reach this interpreter.
+    done = subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"could not start the test HTCondor pool:\n{done.stdout}{done.stderr}")
     user = subprocess.run([str(SCRIPT), "user"], capture_output=True, text=True, check=True).stdout.strip()
     state = state_dir()
     bin_dir = release_bin()
