@@ -39,6 +39,9 @@ CONF=$STATE/condor_config
 # this pool and nothing else.
 MARK="DAGFLOW_CONDOR_STATE=$STATE"
 
+# shellcheck source=lib/marked-pids.sh
+source "$(dirname "$0")/lib/marked-pids.sh"
+
 die() { echo "condor-pool: $*" >&2; exit 1; }
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -209,17 +212,6 @@ up() {
     echo "condor-pool: up as $POOL_USER ($CPUS cpus, simulated gpus $GPUS); eval \"\$($0 env)\""
 }
 
-marked_pids() {  # processes carrying this pool's marker (daemons, starters, jobs)
-    local environ pid
-    for environ in /proc/[0-9]*/environ; do
-        pid=${environ#/proc/}
-        pid=${pid%/environ}
-        [[ $pid -ne $$ ]] || continue
-        grep -qzxF -- "$MARK" "$environ" 2>/dev/null && echo "$pid"
-    done
-    return 0
-}
-
 stop_daemons() {
     local quiet=${1:-} pid stopped=0
     pid=$(cat "$STATE/master.pid" 2>/dev/null || true)
@@ -230,7 +222,7 @@ stop_daemons() {
     fi
     rm -f "$STATE/master.pid"
     local left
-    left=$(marked_pids)
+    left=$(marked_pids "$MARK")
     if [[ -n $left ]]; then
         # shellcheck disable=SC2086
         kill -KILL $left 2>/dev/null || true
@@ -250,7 +242,7 @@ down() {
     stop_daemons
     revoke_python
     local left
-    left=$(marked_pids)
+    left=$(marked_pids "$MARK")
     [[ -z $left ]] || die "still running after down: $left"
 }
 

@@ -30,6 +30,9 @@ NODE=$(hostname -s)
 # cluster and nothing else.
 MARK="DAGFLOW_SLURM_STATE=$STATE"
 
+# shellcheck source=lib/marked-pids.sh
+source "$(dirname "$0")/lib/marked-pids.sh"
+
 die() { echo "slurm-cluster: $*" >&2; exit 1; }
 
 need_binaries() {
@@ -156,17 +159,6 @@ up() {
     echo "slurm-cluster: up, node $NODE ($CPUS cpus, $GPUS fake gpus); export SLURM_CONF=$CONF"
 }
 
-marked_pids() {  # processes carrying this cluster's marker (daemons and the slurmstepds they forked)
-    local environ pid
-    for environ in /proc/[0-9]*/environ; do
-        pid=${environ#/proc/}
-        pid=${pid%/environ}
-        [[ $pid -ne $$ ]] || continue
-        grep -qzxF -- "$MARK" "$environ" 2>/dev/null && echo "$pid"
-    done
-    return 0
-}
-
 stop_daemons() {
     local quiet=${1:-} pids=() name pid
     for name in slurmd slurmctld munged; do
@@ -182,7 +174,7 @@ stop_daemons() {
     done
     for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"; done
     local left
-    left=$(marked_pids)
+    left=$(marked_pids "$MARK")
     if [[ -n $left ]]; then
         # slurmstepd of jobs that outlived slurmd: ours by the marker, so stop them too.
         # shellcheck disable=SC2086
@@ -202,7 +194,7 @@ down() {
     fi
     stop_daemons
     local left
-    left=$(marked_pids)
+    left=$(marked_pids "$MARK")
     [[ -z $left ]] || die "still running after down: $left"
 }
 

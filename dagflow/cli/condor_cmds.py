@@ -237,7 +237,6 @@ def run_on_condor(
     run_id: str | None,
     runs_dir: Path,
     json_output: bool,
-    local_only: dict[str, object],
 ) -> int:
     """`dagflow run --engine condor`: submit the DAG (or, with --resume, its rescue DAG) to the schedd,
     wait until DAGMan ends, print the status; the exit code. A condor run never continues locally."""
@@ -246,9 +245,6 @@ def run_on_condor(
     from dagflow.engines.condor.schedd import ScheddTarget
 
     try:
-        given = [option for option, value in local_only.items() if value]
-        if given:
-            raise CondorUsageError(f"{', '.join(given)}: only for the local engine (HTCondor places and runs nodes)")
         if resume is not None:
             if pipeline is not None or run_id is not None:
                 raise CondorUsageError("--resume continues an existing run: give no pipeline and no --run-id")

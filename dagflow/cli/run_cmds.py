@@ -80,15 +80,19 @@ def run_command(
         from dagflow.cli.submit_cmds import engine_of
 
         engine = engine_of(runs_dir, resume)
-    local_only = {"--jobs": jobs, "--gpus": gpus, "--force": force, "--no-cache": no_cache}
+    if engine is not EngineName.local:
+        local_only = {"--jobs": jobs, "--gpus": gpus, "--force": force, "--no-cache": no_cache}
+        given = [option for option, value in local_only.items() if value]
+        if given:
+            fail(UsageError(f"{', '.join(given)}: only for the local engine ({engine.value} places and runs nodes)"))
     if engine is EngineName.slurm:  # sbatch jobs, waited for; see `dagflow submit` to return at once
         from dagflow.cli.submit_cmds import run_on_slurm
 
-        raise typer.Exit(run_on_slurm(pipeline, resume, run_id, runs_dir, json_output, local_only))
+        raise typer.Exit(run_on_slurm(pipeline, resume, run_id, runs_dir, json_output))
     if engine is EngineName.condor:  # a DAGMan job, waited for; `dagflow submit` returns at once
         from dagflow.cli.condor_cmds import run_on_condor
 
-        raise typer.Exit(run_on_condor(pipeline, resume, run_id, runs_dir, json_output, local_only))
+        raise typer.Exit(run_on_condor(pipeline, resume, run_id, runs_dir, json_output))
     from dagflow.engines.local import JsonReporter, PlainReporter, Reporter, RunOptions, resume_local, run_local
 
     hint = _runs_dir_hint(runs_dir)

@@ -160,13 +160,9 @@ def run_on_slurm(
     run_id: str | None,
     runs_dir: Path,
     json_output: bool,
-    local_only: dict[str, object],
 ) -> int:
     """`dagflow run --engine slurm`: submit, wait for the end, print the status; the exit code."""
     try:
-        given = [option for option, value in local_only.items() if value]
-        if given:
-            raise SubmitUsageError(f"{', '.join(given)}: only for the local engine (Slurm places and runs every node)")
         layout = _submit_slurm(pipeline, resume, run_id, runs_dir).layout
         _wait(layout)
     except DagflowError as error:
