@@ -64,6 +64,27 @@ groups:
 """
 
 
+def condor_submit_requirements(step: StepInfo, ad: classad2.ClassAd) -> classad2.ExprTree:
+    """The Requirements HTCondor 25's condor_submit makes from a compiled step (as `condor_submit -dry-run`
+    shows): the compiler's clauses, plus a count of the machine's GPUs that meet the per-GPU limits the
+    compiler wrote as gpus_minimum_memory / gpus_minimum_capability (RequireGPUs, set into `ad`)."""
+    res = step.resources
+    clauses = [requirements(step)]
+    limits = []
+    if res.gpus and res.gpu_memory_mb is not None:
+        ad["GPUsMinMemory"] = int(res.gpu_memory_mb)
+        limits.append("GlobalMemoryMb >= GPUsMinMemory")
+    if res.gpus and res.cuda_capability is not None:
+        ad["GPUsMinCapability"] = float(res.cuda_capability)
+        limits.append("Capability >= GPUsMinCapability")
+    if limits:
+        ad["RequireGPUs"] = classad2.ExprTree(" && ".join(limits))
+        clauses.append("(countMatches(MY.RequireGPUs,TARGET.AvailableGPUs) >= RequestGPUs)")
+    elif res.gpus:
+        clauses.append("(TARGET.GPUs >= RequestGPUs)")
+    return classad2.ExprTree(" && ".join(f"({clause})" for clause in clauses))
+
+
 def gpu_job(cluster: int, proc: int, gpu_memory_mb: int | None = 16384, capability: float = 7.5) -> classad2.ClassAd:
     """A job ad as condor_submit makes it from dagflow's compiled train step."""
     resources = Resources(
@@ -84,7 +105,7 @@ def gpu_job(cluster: int, proc: int, gpu_memory_mb: int | None = 16384, capabili
         "Owner": "alice",
     }.items():
         ad[name] = value
-    ad["Requirements"] = classad2.ExprTree(requirements(step))
+    ad["Requirements"] = condor_submit_requirements(step, ad)
     return ad
 
 

@@ -126,3 +126,48 @@ def test_cli_bad_policy_exits_2_without_traceback(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert f"{bad}:2:" in result.stderr and "expected an integer" in result.stderr
     assert "Traceback" not in result.output
+
+
+# A GPU job's ad as HTCondor 25's condor_submit writes it for request_gpus = 1 and gpus_minimum_memory =
+# 80000 (read back from the test pool's schedd): the per-GPU limit is a count over the machine's GPU ads.
+CONDOR_SUBMIT_GPU_JOB = """
+ClusterId = 75
+ProcId = 0
+JobStatus = 1
+RequestCpus = 2
+RequestMemory = 4096
+RequestGPUs = 1
+TransferInputSizeMB = 0
+RequestDisk = MAX({ 1024,(TransferInputSizeMB + 1) * 1.25 }) * 1024
+GPUsMinMemory = 80000
+RequireGPUs = GlobalMemoryMb >= GPUsMinMemory
+FileSystemDomain = "submit.example.org"
+Requirements = (TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") && \
+(versionGE(split(TARGET.CondorVersion)[1],"25.12.0") || (TARGET.Disk >= RequestDisk)) && \
+(TARGET.Memory >= RequestMemory) && (TARGET.Cpus >= RequestCpus) && \
+(countMatches(MY.RequireGPUs,TARGET.AvailableGPUs) >= RequestGPUs) && \
+((TARGET.FileSystemDomain == MY.FileSystemDomain) || (TARGET.HasFileTransfer))
+""".replace("\\\n", "")
+
+
+def test_a_condor_submit_gpu_job_matches_only_groups_whose_gpus_are_big_enough() -> None:
+    from dagflow.autoscale.matching import Matcher, matching_gpus
+
+    job = next(iter(classad2.parseAds(CONDOR_SUBMIT_GPU_JOB)))
+    policy = load_policy(None)
+    matcher = Matcher(policy.groups)
+    [signature] = signatures([job])
+    names = [group.name for group in matcher.candidates(signature)]
+    assert names and all(group.startswith("a100-") for group in names), names  # 80 GB A100s, not 16 GB T4s
+    assert matching_gpus(job, policy.group("a100-use1-spot").machine_ad()) == 8
+    assert matching_gpus(job, policy.group("t4-use1-spot").machine_ad()) == 0
+
+
+def test_demand_asks_the_schedd_for_what_requirements_read() -> None:
+    full = next(iter(classad2.parseAds(CONDOR_SUBMIT_GPU_JOB)))
+    schedd = InMemorySchedd([full])
+    [job] = ScheddDemand(schedd).idle_jobs()
+    assert job.eval("RequireGPUs") is not None and job.get("GPUsMinMemory") == 80000
+    assert job.eval("RequestDisk") == 1024 * 1024  # TransferInputSizeMB came along for RequestDisk
+    first, *later = (set(projection) for _, projection in schedd.queries)
+    assert "RequireGPUs" not in first and {"RequireGPUs", "TransferInputSizeMB", "GPUsMinMemory"} <= later[-1]

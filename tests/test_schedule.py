@@ -159,7 +159,7 @@ def test_install_replace_list_remove_and_run_as_cron(user_crontab: str, tmp_path
 def test_condor_cron_job_and_refusals(tmp_path: Path) -> None:
     pipeline = tmp_path / "pipeline.yaml"
     pipeline.write_text(PIPELINE.replace('"30 4 * * MON-FRI"PER', '"*/15 2-4 1,15 * *"'))
-    made = dagflow("schedule", "install", "--condor", str(pipeline))
+    made = dagflow("schedule", "install", "--condor", "--no-submit", str(pipeline))
     assert made.returncode == 0, made.stderr
     submit = (tmp_path / ".dagflow/schedule" / f"{tmp_path.name}.condor.sub").read_text()
     python = Path(sys.executable).absolute()
@@ -177,3 +177,23 @@ def test_condor_cron_job_and_refusals(tmp_path: Path) -> None:
     invalid = dagflow("schedule", "install", str(bad))
     assert invalid.returncode == 2 and "bad.yaml:4:18: schedule.cron: day of week field '8'" in invalid.stderr
     assert "Traceback" not in invalid.stderr + per.stderr
+
+
+def test_condor_cron_job_carries_what_dagflow_submit_needs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The schedd starts a local-universe job with CONDOR_CONFIG=/dev/null and its own PATH: the firing's
+    `dagflow submit` found no schedd (exit 3) until the submit file set both."""
+    from dagflow.schedule.condor import submit_description
+    from dagflow.schedule.entries import Entry, environment
+
+    tools = tmp_path / "condor" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "condor_dagman").write_text("#!/bin/sh\n")
+    (tools / "condor_dagman").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    monkeypatch.setenv("CONDOR_CONFIG", str(tmp_path / "condor_config"))
+    pipeline = tmp_path / "nightly.yaml"
+    text = submit_description(Entry("0 3 * * *", None, pipeline, Path(sys.executable)), environment([]))
+    (line,) = [line for line in text.splitlines() if line.startswith("environment")]
+    assert f"CONDOR_CONFIG='{tmp_path / 'condor_config'}'" in line
+    assert f":{tools}'" in line.split("PATH=")[1].split(" ")[0]
+    assert f'My.DagflowSchedulePipeline = "{pipeline}"' in text

@@ -29,10 +29,36 @@ BASE_PROJECTION = (
     "DagflowRegion",
     "DagflowTrial",
 )
+_ATTRIBUTE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Identify a job, but do not change what it matches: cut out of its signature text.
 _IDENTITY = re.compile(
     r'(?i)(?<![A-Za-z0-9_])(ClusterId|ProcId|JobStatus|DagflowRunId|DagflowTrial) = ("(?:[^"\\]|\\.)*"|[^;\]]*)(; )?'
 )
+
+
+MAX_PROJECTION_ROUNDS = 3
+
+
+def unprojected_references(ads: Iterable[classad2.ClassAd], projection: Sequence[str]) -> set[str]:
+    """Job attributes (MY. or unscoped) that the ads' expressions read but the projection left out.
+
+    Unscoped names may be machine attributes (HAS_GPU): asking the schedd for them costs nothing.
+    """
+    asked = {name.lower() for name in projection}
+    seen: set[str] = set()
+    missing: set[str] = set()
+    for ad in ads:
+        for name in ad:
+            expression = ad.lookup(name)
+            text = str(expression)
+            if not isinstance(expression, classad2.ExprTree) or text in seen:
+                continue
+            seen.add(text)
+            for reference in ad.externalRefs(expression):
+                scope, _, attribute = reference.rpartition(".")
+                if scope.upper() in ("", "MY") and attribute.lower() not in asked and _ATTRIBUTE.fullmatch(attribute):
+                    missing.add(attribute)
+    return missing
 
 
 class QueryInterface(Protocol):
@@ -59,7 +85,18 @@ class ScheddDemand:
         return self._schedd
 
     def idle_jobs(self) -> list[classad2.ClassAd]:
-        return list(self.schedd.query(constraint=IDLE_CONSTRAINT, projection=self.projection))
+        """The idle jobs, with every job attribute their Requirements and requests read: condor_submit
+        adds some (RequireGPUs, GPUsMinMemory, TransferInputSizeMB ...), a site's expressions others.
+        Missing ones are asked for in another query (at most a few rounds: references nest)."""
+        projection = self.projection
+        ads = list(self.schedd.query(constraint=IDLE_CONSTRAINT, projection=projection))
+        for _round in range(MAX_PROJECTION_ROUNDS):
+            missing = unprojected_references(ads, projection)
+            if not missing:
+                break
+            projection = [*projection, *sorted(missing)]
+            ads = list(self.schedd.query(constraint=IDLE_CONSTRAINT, projection=projection))
+        return ads
 
 
 class InMemorySchedd:

@@ -3,6 +3,7 @@ group's machine template (both sides' Requirements), plus a check that the reque
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import classad2
@@ -25,6 +26,48 @@ def per_instance(request: Vector, capacity: Vector) -> int:
 
 Items = list[tuple[str, object]]
 
+# What condor_submit writes into a job's Requirements for per-GPU limits (gpus_minimum_memory,
+# gpus_minimum_capability, require_gpus): count the machine's GPUs whose own ad satisfies RequireGPUs.
+_GPU_COUNT = re.compile(r"countMatches\(\s*(?:MY\.)?RequireGPUs\s*,\s*(?:TARGET\.)?AvailableGPUs\s*\)", re.IGNORECASE)
+
+
+def machine_gpus(machine: classad2.ClassAd) -> list[classad2.ClassAd]:
+    """The machine's per-GPU ads, as its AvailableGPUs list names them (GPUs_GPU_<id> = [ ... ])."""
+    if "AvailableGPUs" not in machine:
+        return []
+    listed = machine.eval("AvailableGPUs")
+    if not isinstance(listed, list):
+        return []
+    gpus = [machine.eval(str(item)) if isinstance(item, classad2.ExprTree) else item for item in listed]
+    return [gpu for gpu in gpus if isinstance(gpu, classad2.ClassAd)]
+
+
+def matching_gpus(job: classad2.ClassAd, machine: classad2.ClassAd) -> int:
+    """How many of the machine's GPUs satisfy the job's RequireGPUs, each GPU's ad evaluated over the
+    job's (a GPU's GlobalMemoryMb against the job's GPUsMinMemory), as the negotiator counts them."""
+    if "RequireGPUs" not in job:
+        return len(machine_gpus(machine))
+    require = job.lookup("RequireGPUs")
+    if not isinstance(require, classad2.ExprTree):
+        return len(machine_gpus(machine)) if require is True else 0
+    count = 0
+    for gpu in machine_gpus(machine):
+        scope = classad2.ClassAd()
+        for name, value in [*job.items(), *gpu.items()]:
+            scope[name] = value
+        count += require.eval(scope=scope) is True
+    return count
+
+
+def _requirements(me: classad2.ClassAd, other: classad2.ClassAd) -> classad2.ExprTree | object:
+    """me's Requirements, with condor_submit's per-GPU count worked out here: classad2 evaluates
+    countMatches over a TARGET's list of nested GPU ads as an error (the negotiator does not)."""
+    requirements = me.lookup("Requirements")
+    text = str(requirements)
+    if not isinstance(requirements, classad2.ExprTree) or not _GPU_COUNT.search(text):
+        return requirements
+    return classad2.ExprTree(_GPU_COUNT.sub(str(matching_gpus(me, other)), text))
+
 
 def _holds(
     me: classad2.ClassAd, other: classad2.ClassAd, me_items: Items | None = None, other_items: Items | None = None
@@ -37,7 +80,7 @@ def _holds(
     """
     if "Requirements" not in me:
         return True
-    requirements = me.lookup("Requirements")
+    requirements = _requirements(me, other)
     if str(requirements).lower() == "true":
         return True
     scope = classad2.ClassAd()

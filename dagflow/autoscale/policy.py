@@ -17,6 +17,12 @@ from dagflow.spec.yamlpos import Positions, dotted, load_yaml
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]*")
 _ATTRIBUTE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 RESOURCE_ATTRIBUTES = ("Cpus", "Memory", "Disk", "GPUs")
+# A GPU ad's attribute -> the machine template's attribute it is made from (add_gpu_ads).
+_GPU_PROPERTIES = {
+    "GlobalMemoryMb": "GPUs_GlobalMemoryMb",
+    "Capability": "CUDACapability",
+    "DeviceName": "DagflowGpuModel",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +57,29 @@ class Group:
         ad = classad2.ClassAd()
         for name, value in self.machine.items():
             ad[name] = value
+        if "AvailableGPUs" not in ad:
+            add_gpu_ads(ad)
         ad["Requirements"] = classad2.ExprTree(self.start)
         return ad
+
+
+def add_gpu_ads(ad: classad2.ClassAd) -> None:
+    """The per-GPU ads a startd with GPU discovery advertises (AvailableGPUs = { GPUs_GPU_<id>, ... }),
+    made from the template's GPUs, GPUs_GlobalMemoryMb, CUDACapability and DagflowGpuModel: condor_submit
+    turns gpus_minimum_memory / gpus_minimum_capability into a count over these, not over slot attributes."""
+    count = ad.get("GPUs", 0)
+    if not isinstance(count, int | float) or isinstance(count, bool) or count < 1:
+        return
+    names = []
+    for index in range(int(count)):
+        gpu = classad2.ClassAd()
+        gpu["Id"] = f"GPU-{index}"
+        for key, source in _GPU_PROPERTIES.items():
+            if source in ad:
+                gpu[key] = ad.lookup(source)
+        names.append(f"GPUs_GPU_{index}")
+        ad[names[-1]] = gpu
+    ad["AvailableGPUs"] = classad2.ExprTree("{ " + ", ".join(names) + " }")
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +232,8 @@ def _group(reader: _Reader, raw: Any, index: int, defaults: dict[str, Any]) -> G
     machine.setdefault("EC2InstanceType", instance_type)
     machine.setdefault("EC2Lifecycle", "spot" if spot else "on-demand")
     machine.setdefault("HAS_GPU", bool(machine.get("GPUs", 0)))
+    # condor_submit's Requirements compare TARGET.CondorVersion (25.x: the disk clause): nodes run this release.
+    machine.setdefault("CondorVersion", f"$CondorVersion: {classad2.version()} $")
     return Group(
         name=str(name),
         asg=str(asg),

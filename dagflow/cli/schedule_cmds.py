@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from dagflow.cli.app import app
 from dagflow.cli.common import fail
 from dagflow.errors import DagflowError
+
+if TYPE_CHECKING:
+    from dagflow.schedule.entries import Entry
 
 schedule_app = typer.Typer(
     help="Run a pipeline on its schedule: block, from your crontab or as an HTCondor cron job.",
@@ -34,11 +37,27 @@ def _fire_times(cron: str) -> str:
     return ", ".join(when.strftime("%Y-%m-%d %H:%M") for when in next_fire_times(cron, datetime.now()))
 
 
+def _install_condor(entry: Entry, variables: dict[str, str], submit: bool) -> None:
+    from dagflow.schedule import condor as condor_job
+
+    if not submit:
+        path = condor_job.write_submit_file(entry, variables)  # refuses per-value schedules
+        print(f"wrote {path} ({entry.cron}); submit it with: condor_submit {path}")
+        return
+    installed = condor_job.install(entry, variables)
+    verb = f"replaced {installed.replaced} earlier cron job(s) with" if installed.replaced else "submitted"
+    print(f"{verb} HTCondor cron job {installed.cluster}.0 for {entry.pipeline} ({installed.submit_file})")
+    print(f"  {entry.cron}: next {_fire_times(entry.cron)}")
+
+
 @schedule_app.command("install")
 def install_command(
     pipeline: PipelineArg,
     condor: Annotated[
-        bool, typer.Option("--condor", help="Write an HTCondor cron job (runs `dagflow submit`) instead.")
+        bool, typer.Option("--condor", help="Submit an HTCondor cron job (runs `dagflow submit`) instead.")
+    ] = False,
+    no_submit: Annotated[
+        bool, typer.Option("--no-submit", help="With --condor: only write the submit file; submit nothing.")
     ] = False,
     env: Annotated[
         list[str] | None,
@@ -50,8 +69,11 @@ def install_command(
     Each line runs `flock -n LOCK PYTHON -m dagflow run PIPELINE` from the pipeline's directory with
     PATH and the virtual environment set, so a firing never overlaps the previous one and needs
     nothing from your shell; output is appended to .dagflow/schedule/<name>.log beside the pipeline.
+
+    With --condor: write .dagflow/schedule/<name>.condor.sub (a local-universe cron job that runs
+    `dagflow submit`) and submit it to the local schedd, replacing the job of an earlier install.
+    Exit status 3 when no schedd can be reached.
     """
-    from dagflow.schedule import condor as condor_job
     from dagflow.schedule import crontab
     from dagflow.schedule.entries import environment
 
@@ -61,11 +83,7 @@ def install_command(
         for entry in entries:
             entry.log.parent.mkdir(parents=True, exist_ok=True)
         if condor:
-            entry = entries[0]
-            text = condor_job.submit_description(entry, variables)  # refuses per-value schedules
-            path = entry.workdir / ".dagflow" / "schedule" / f"{entry.name}.condor.sub"
-            path.write_text(text, encoding="utf-8")
-            print(f"wrote {path} ({entry.cron}); submit it with: condor_submit {path}")
+            _install_condor(entries[0], variables, submit=not no_submit)
             return
         lines = [crontab.cron_line(entry, variables) for entry in entries]
         replaced = crontab.install(entries[0].pipeline, lines)
@@ -110,16 +128,32 @@ def list_command(
             print(f"  {cron}{f' ({only})' if only else ''}: next {when}")
 
 
+def _remove_condor(path: Path) -> None:
+    from dagflow.schedule import condor as condor_job
+
+    jobs = condor_job.uninstall(path)
+    print(f"removed {jobs} HTCondor cron job(s) for {path}" if jobs else f"no HTCondor cron job queued for {path}")
+
+
 @schedule_app.command("remove")
 def remove_command(pipeline: PipelineArg) -> None:
-    """Remove the pipeline's block from your crontab; other lines stay as they are."""
+    """Remove the pipeline's block from your crontab (other lines stay as they are) and its HTCondor
+    cron job from the queue, if `install --condor` submitted one."""
+    from dagflow.schedule import condor as condor_job
     from dagflow.schedule import crontab
 
+    path = pipeline.absolute()
     try:
-        removed = crontab.remove(pipeline.absolute())
+        condor = condor_job.is_installed(path)
+        if condor:
+            _remove_condor(path)
+        removed = crontab.remove(path) if crontab.available() else False
     except DagflowError as error:
         fail(error)
-    print(f"removed the schedule for {pipeline.absolute()}" if removed else f"no schedule installed for {pipeline}")
+    if removed:
+        print(f"removed the crontab schedule for {path}")
+    elif not condor:
+        print(f"no schedule installed for {pipeline}")
 
 
 @schedule_app.command("run")

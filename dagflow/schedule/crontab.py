@@ -26,6 +26,10 @@ def crontab_binary() -> str:
     return found
 
 
+def available() -> bool:
+    return shutil.which("crontab") is not None
+
+
 def read_crontab() -> str:
     proc = subprocess.run([crontab_binary(), "-l"], capture_output=True, text=True, check=False)
     if proc.returncode != 0:

@@ -31,7 +31,7 @@ class Entry:
 
     @property
     def name(self) -> str:
-        stem = self.pipeline.stem if self.pipeline.stem != "pipeline" else self.pipeline.parent.name
+        stem = schedule_name(self.pipeline)
         return f"{stem}-{self.select[1]}" if self.select else stem
 
     @property
@@ -51,6 +51,11 @@ class Entry:
         if self.select:
             return ["schedule", "run", str(self.pipeline), "--only", f"{self.select[0]}={self.select[1]}"]
         return ["run", str(self.pipeline)]
+
+
+def schedule_name(pipeline: Path) -> str:
+    """A pipeline's schedule name: its file's stem, or its directory's name for a pipeline.yaml."""
+    return pipeline.stem if pipeline.stem != "pipeline" else pipeline.parent.name
 
 
 def interpreter() -> Path:
