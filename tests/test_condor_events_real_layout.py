@@ -30,3 +30,7 @@ def test_scan_agrees_with_htcondor_reader_on_the_node_of_each_job() -> None:
     jobs = events.scan_events(LOG.read_bytes())
     latest = {node: max(c for c, n in node_of.items() if n == node) for node in set(node_of.values())}
     assert {name: job.cluster for name, job in jobs.items()} == latest
+
+
+def test_bindings_reader_and_scan_agree_on_a_pool_written_log() -> None:
+    assert events.read_events_with_bindings(LOG) == events.scan_events(LOG.read_bytes())

@@ -221,10 +221,14 @@ def read_events_with_bindings(path: Path) -> dict[str, NodeJob]:
         code = int(event.type)
         when = float(event.timestamp)
         if code == SUBMIT:
+            structured = event.get("StructuredNotes")  # HTCondor 25: [ DAGNodeName = "..."; ... ]
             notes = event.get("LogNotes") or ""
-            if not notes.startswith("DAG Node: "):
+            if structured is not None and "DAGNodeName" in structured:
+                name = str(structured["DAGNodeName"])
+            elif notes.startswith("DAG Node: "):
+                name = notes[len("DAG Node: ") :].strip()
+            else:
                 continue
-            name = notes[len("DAG Node: ") :].strip()
             node_of[event.cluster] = name
             previous = jobs.get(name)
             job = jobs[name] = NodeJob(event.cluster, submitted=when, updated=when)
