@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import classad2
@@ -255,3 +256,71 @@ def test_cli_world_readable_token_is_refused(tmp_path: Path, no_imds: str) -> No
 def test_cli_bad_central_manager(tmp_path: Path, no_imds: str) -> None:
     result = runner.invoke(app, ["agent", "configure", "-c", "cm\nEVIL = 1", "--config-dir", str(tmp_path)])
     assert result.exit_code == 2 and "central manager" in result.stderr
+
+
+class TricklingServer:
+    """A real HTTP server on loopback that answers every request one byte per 0.5 s."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import threading
+
+        while not self.stop.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection) -> None:  # type: ignore[no-untyped-def]
+        reply = b"HTTP/1.0 200 OK\r\nContent-Length: 40\r\n\r\n" + b"x" * 40
+        with connection:
+            connection.recv(65536)
+            for byte in reply:
+                if self.stop.wait(0.5):
+                    return
+                try:
+                    connection.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+@pytest.fixture
+def trickling_imds() -> Iterator[str]:
+    server = TricklingServer()
+    yield server.endpoint
+    server.close()
+
+
+def test_a_trickling_imds_hits_a_whole_request_deadline(trickling_imds: str) -> None:
+    from dagflow.agent.imds import ImdsTimeoutError
+
+    started = time.monotonic()
+    with pytest.raises(ImdsTimeoutError) as caught:
+        Imds(trickling_imds, timeout_s=1.0).identity()
+    assert time.monotonic() - started < 20  # a hang guard only; each byte alone comes within 1 s
+    assert f"{trickling_imds}: PUT /latest/api/token did not complete within 1 s" in str(caught.value)
+
+
+def test_cli_configure_gives_up_on_a_trickling_imds(tmp_path: Path, trickling_imds: str) -> None:
+    result = runner.invoke(
+        app,
+        ["agent", "configure", "--dry-run", "-c", "cm.example.org", "--config-dir", str(tmp_path / "c"),
+         "--imds-endpoint", trickling_imds],
+    )  # fmt: skip
+    assert result.exit_code == 3, result.output
+    assert "did not complete within 1 s" in result.output
+    assert "Traceback" not in result.output

@@ -144,15 +144,22 @@ class World:
     def desired(self) -> dict[str, int]:
         return {g.name: self.asg(g.name)["DesiredCapacity"] for g in self.policy.groups}
 
+    def private_ip(self, group: str, instance_id: str) -> str:
+        ec2 = boto3.client("ec2", region_name=self.policy.group(group).region, endpoint_url=self.endpoint)
+        reservations = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        return reservations[0]["Instances"][0]["PrivateIpAddress"]
+
     def boot(self) -> None:
-        """Node agents on new instances register them; terminated instances' startds vanish."""
+        """Node agents on new instances register them (the collector sees each at its instance's private
+        IP); terminated instances' startds vanish."""
         live = set()
         for group in self.policy.groups:
             for instance in self.asg(group.name)["Instances"]:
                 live.add(instance["InstanceId"])
                 name = f"node-{instance['InstanceId']}"
                 if name not in self.pool.machines:
-                    self.pool.add_node(name, group.capacity, instance["InstanceId"])
+                    address = self.private_ip(group.name, instance["InstanceId"])
+                    self.pool.add_node(name, group.capacity, instance["InstanceId"], address)
         for name, machine in list(self.pool.machines.items()):
             if machine.instance_id not in live:
                 self.pool.remove_node(name)
@@ -406,3 +413,27 @@ def test_cli_dry_run_does_nothing(world: World, tmp_path: Path) -> None:
     assert "[dry-run] would set p4de-east (us-east-1) desired capacity 0 -> 2" in result.stdout
     assert world.desired() == {"t4-east": 0, "a100-east": 0, "a100-west": 0}
     assert not state.exists()
+
+
+def test_a_node_advertising_another_instance_id_never_gets_a_busy_node_terminated(world: World) -> None:
+    """Nodes are matched to instances by the private IP the cloud reports, not by the EC2InstanceId a
+    startd advertises about itself: a lying idle node is drained and its own instance terminated."""
+    asg = boto3.client("autoscaling", region_name="us-east-1", endpoint_url=world.endpoint)
+    asg.set_desired_capacity(AutoScalingGroupName="p4de-east", DesiredCapacity=2)
+    world.boot()
+    busy, liar = sorted(world.pool.machines)
+    busy_instance = world.pool.machines[busy].instance_id
+    liar_instance = world.pool.machines[liar].instance_id
+    world.pool.start_job(busy, "1.0", (4.0, 8192.0, 2048.0 * 1024, 1.0))
+    world.pool.machines[liar].instance_id = busy_instance  # what its startd now advertises
+    world.now += 1000
+    first = world.loop()
+    assert [a.describe().split(" (")[0] for a in first.decision.actions] == [f"drain {liar}"], first.report
+    assert liar_instance in first.decision.actions[0].describe()
+    world.now += 60
+    second = world.loop()
+    assert not second.errors, second.report
+    live = {i["InstanceId"]: i["LifecycleState"] for i in world.asg("a100-east")["Instances"]}
+    assert live.get(busy_instance) == "InService"
+    assert liar_instance not in live or live[liar_instance].startswith("Terminat")
+    assert world.pool.state(busy) is NodeState.BUSY

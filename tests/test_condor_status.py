@@ -276,7 +276,9 @@ POOL = Path(__file__).parent / "data" / "condor-pool"
 STAGES = ["stage.us", "stage.br", "stage.de", "stage.jp"]
 
 
-def pool_run(runs_dir: Path, files: tuple[str, ...]):  # -> Prepared
+def pool_run(runs_dir: Path, files: tuple[str, ...], cluster: int = 2):  # -> Prepared
+    """A run directory holding pool-written files; `cluster` is the DAGMan job that wrote them (the
+    jobstate log's DAGMAN_STARTED 2.0, the strict dagman.out fixture's batch-id 100)."""
     from dagflow.plan.expand import expand
     from dagflow.spec import load_spec
 
@@ -285,7 +287,7 @@ def pool_run(runs_dir: Path, files: tuple[str, ...]):  # -> Prepared
     prepared = prepare_condor(plan, runs_dir)
     for name in files:
         shutil.copy(POOL / name, prepared.dag.parent / name.replace("region-retrain-strict", "region-retrain"))
-    prepared.record.add_submission(prepared.layout.run_dir, 100)
+    prepared.record.add_submission(prepared.layout.run_dir, cluster)
     return prepared
 
 
@@ -371,7 +373,7 @@ def test_a_retry_in_a_rescue_run_counts_from_that_run(tmp_path: Path) -> None:
 
 
 def test_dagman_that_aborts_before_running_anything_says_why(tmp_path: Path) -> None:
-    prepared = pool_run(tmp_path, ("region-retrain-strict.dag.dagman.out",))
+    prepared = pool_run(tmp_path, ("region-retrain-strict.dag.dagman.out",), cluster=100)
     status = read_condor_status(prepared.layout)
     assert status.state == "failed" and set(status.node_states().values()) == {"pending"}
     assert status.extra["dagman_exit_code"] == 1
@@ -388,7 +390,7 @@ def test_dagman_that_aborts_before_running_anything_says_why(tmp_path: Path) -> 
 
 
 def test_a_dagman_out_of_an_earlier_submission_is_not_this_runs_exit(tmp_path: Path) -> None:
-    prepared = pool_run(tmp_path, ("region-retrain-strict.dag.dagman.out",))
+    prepared = pool_run(tmp_path, ("region-retrain-strict.dag.dagman.out",), cluster=100)
     prepared.record.add_submission(prepared.layout.run_dir, 101)  # resubmitted; its DAGMan has not started
     status = read_condor_status(prepared.layout)
     assert status.state == "running" and status.extra["dagman_reason"] is None

@@ -166,30 +166,6 @@ def test_resubmit_refuses_a_running_or_rescue_less_run(tmp_path: Path, unreachab
     assert cancel.returncode == 3 and cancel.stderr.startswith("error: cannot remove job 200 from the local schedd")
 
 
-def _local_schedd_configured() -> bool:
-    try:
-        import htcondor2
-
-        htcondor2.Schedd().query(limit=1)
-        return True
-    except Exception:
-        return False
-
-
-@pytest.mark.skipif(not _local_schedd_configured(), reason="no schedd configured on this machine")
-def test_submit_to_a_real_schedd_and_cancel(tmp_path: Path) -> None:
-    pipeline = write(tmp_path / "pipeline.yaml", PIPELINE)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    result = dagflow("submit", "--engine", "condor", str(pipeline), "--run-id", "real", "--json", env=env, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    cluster = json.loads(result.stdout)["dagman_job"]
-    assert cluster and int(cluster.split(".")[0]) > 0
-    status = dagflow("status", "real", "--json", env=env, cwd=tmp_path)
-    assert json.loads(status.stdout)["condor"]["dagman_job"] == cluster
-    cancel = dagflow("cancel", "real", env=env, cwd=tmp_path)
-    assert cancel.returncode == 0, cancel.stderr
-
-
 # `condor_q -better-analyze` for an 80 GB job on the test pool (V100 + A100), trimmed.
 BETTER_ANALYZE_80GB = """\
 -- Schedd: condorpool@vm : <127.0.0.1:37147?...

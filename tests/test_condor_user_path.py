@@ -154,8 +154,13 @@ def test_condor_q_recipes_and_cancel_leaves_no_job(condor_pool: Pool) -> None:
     # The README's recipes.
     tree = condor_pool.run(["condor_q", "-dag", "-nobatch"]).stdout
     assert "|-nap.us" in tree and "|-nap.br" in tree, tree
-    us = _queue(condor_pool, 'DagflowRegion == "us"', "DagflowStep", "DagflowRegion")
-    assert us == [["nap", "us"]], us
+    # Other runs may share the pool: the recipe's answer holds this run's us node, and only it once
+    # narrowed to this run.
+    us = _queue(condor_pool, 'DagflowRegion == "us"', "DagflowStep", "DagflowRegion", "DagflowRunId")
+    assert ["nap", "us", run_id] in us, us
+    assert {row[1] for row in us} == {"us"}, us
+    ours = _queue(condor_pool, f'DagflowRegion == "us" && DagflowRunId == "{run_id}"', "DagflowStep", "DagflowRegion")
+    assert ours == [["nap", "us"]], ours
     batch = _queue(condor_pool, f"DAGManJobId == {cluster}", "JobBatchName")
     assert batch and all(row == [run_id] for row in batch), batch
     by_run = _queue(condor_pool, f'DagflowRunId == "{run_id}"', "DAGNodeName")

@@ -247,3 +247,37 @@ def test_promotion_to_local_pointer_and_publish_collisions(tmp_path: Path) -> No
     assert "eval.promote: kept" in cli(*promote).stdout
     verdict = json.loads((tmp_path / "run/promotions/eval.promote.json").read_text())
     assert (verdict["verdict"], verdict["old"], verdict["new"]) == ("kept", 0.9, 0.9)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ('{"val_loss": 1' + "0" * 400 + "}", "an integer of about 401 digits, too large for a float"),
+        ('{"val_loss": 1e400}', "inf"),
+        ('{"val_loss": NaN}', "nan"),
+        ('{"val_loss": -Infinity}', "-inf"),
+        ('{"val_loss": "inf"}', "'inf'"),
+    ],
+)
+def test_non_finite_or_overflowing_metrics_are_bad_input(tmp_path: Path, text: str, shown: str) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model/m.txt").write_text("m")
+    (tmp_path / "metrics.json").write_text(text)
+    args = ["promote", "--metrics", "metrics.json", "--metric", "val_loss", "--better", "lower", "--than", "latest",
+            "--model", "model/", "--run-id", "r1", "--node", "eval.promote"]
+    result = subprocess.run([sys.executable, "-m", "dagflow", *args], cwd=tmp_path, capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"metrics file metrics.json: metric 'val_loss' is {shown}, not a finite number" in result.stderr
+    assert not (tmp_path / "latest").exists()
+
+    (tmp_path / "metrics.json").write_text('{"val_loss": 0.5}')
+    (tmp_path / "latest").write_text(text.replace("{", '{"model": "old/", "metrics": {') + "}")
+    against = subprocess.run([sys.executable, "-m", "dagflow", *args], cwd=tmp_path, capture_output=True, text=True,
+                             check=False)
+    assert against.returncode == 2, against.stderr
+    assert f"current pointer latest: metric 'val_loss' is {shown}" in against.stderr
+    inf_delta = subprocess.run([sys.executable, "-m", "dagflow", *args, "--min-delta", "inf"], cwd=tmp_path,
+                               capture_output=True, text=True, check=False)
+    assert inf_delta.returncode == 2 and "--min-delta must be a finite number" in inf_delta.stderr

@@ -62,8 +62,9 @@ def alive(pid: int) -> bool:
 def test_kill_9_of_the_runner_then_resume_reruns_no_finished_node(tmp_path: Path) -> None:
     count = 'echo "$DAGFLOW_NODE" >> counter; sleep 0.05'
     nodes = [node(f"n{i:02d}", "s", count, parents=[f"n{i - 10:02d}"] if i >= 10 else []) for i in range(40)]
-    # an orphan-to-be: still running when the runner dies; the resume must kill it and run it again
-    long = "echo x >> counter.long; test -f long.pid && exit 0; echo $$ > long.pid; exec sleep 60"
+    # still running when the runner dies: it runs on, and the resume takes it over (adopts it or takes
+    # its result) instead of running it again
+    long = "echo x >> counter.long; echo $$ > long.pid; while [ ! -f long.go ]; do sleep 0.05; done"
     nodes.append(node("long", "long", long))
     plan = write_plan(tmp_path, nodes)
     runner = start_runner(tmp_path, str(plan), "--run-id", "k9", "--jobs", "2", "--no-cache", "--kill-grace", "0.5")
@@ -78,13 +79,14 @@ def test_kill_9_of_the_runner_then_resume_reruns_no_finished_node(tmp_path: Path
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["state"] == "stopped"
 
+    (tmp_path / "long.go").touch()
     resumed = dagflow_cli("run", "--resume", "k9", "--no-cache", "--kill-grace", "0.5", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert not alive(orphan)
+    wait_for(lambda: not alive(orphan))
     runs = Counter((tmp_path / "counter").read_text().split())
     assert set(runs) == {f"n{i:02d}" for i in range(40)}
     assert all(runs[name] == 1 for name in finished_before), "a node finished before the kill ran again"
-    assert len((tmp_path / "counter.long").read_text().split()) == 2
+    assert len((tmp_path / "counter.long").read_text().split()) == 1
     assert json.loads(dagflow_cli("status", "--json", cwd=tmp_path).stdout)["counts"] == {"succeeded": 41}
 
 

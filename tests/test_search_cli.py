@@ -177,3 +177,51 @@ def test_the_bayes_search_example_compiles_one_trial_per_dataset() -> None:
     assert sorted(plan.nodes) == ["evaluate.wine", "prepare.wine", "train.wine"]
     assert plan.nodes["train.wine"].argv[4:8] == ["--C", "2.5", "--gamma", "0.03"]
     assert plan.nodes["evaluate.wine"].metrics == "out/bayes-search-t4-wine/wine/metrics.json"
+
+
+@pytest.mark.parametrize(
+    ("column", "bad", "message"),
+    [
+        ("params", "{not json", "search 'quad' trial 1: params is not valid JSON"),
+        ("params", "[1, 2]", "search 'quad' trial 1: params is '[1, 2]', not a JSON dict"),
+        ("config", "", "search 'quad': config is not valid JSON"),
+    ],
+)
+def test_status_of_a_damaged_database_names_the_file_and_field(
+    tmp_path: Path, column: str, bad: str, message: str
+) -> None:
+    import sqlite3
+
+    from dagflow.search.store import SearchStore
+
+    db = tmp_path / "search.db"
+    store = SearchStore(db)
+    store.open_search("quad", "pipeline", "p.yaml", "f", {"metric": "loss"}, 1, 3, 1)
+    store.add_trial("quad", "", {"x": 0.5}, "local", 60.0)
+    store.close()
+    table, key = ("trials", "search") if column == "params" else ("searches", "name")
+    with sqlite3.connect(db) as connection:
+        connection.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = 'quad'", (bad,))
+    result = search_cli("status", "quad", "--db", str(db), "--no-plot", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"error: {db}: {message}")
+
+
+def test_gpus_naming_a_missing_device_is_refused_and_no_trial_is_left_submitting(tmp_path: Path) -> None:
+    import shutil
+
+    if shutil.which("nvidia-smi") is not None:
+        pytest.skip("this machine has nvidia-smi; the test needs one without GPUs")
+    pipeline = write_pipeline(tmp_path / "p", budget=1, parallel=1)
+    refused = search_cli("run", str(pipeline), "--gpus", "0", cwd=tmp_path)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "--gpus 0: no GPU 0 on this machine; GPUs here: none" in refused.stderr
+    gpu_step = "    kind: evaluate\n    resources: {gpus: 1}\n"
+    pipeline.write_text(pipeline.read_text().replace("    kind: evaluate\n", gpu_step))
+    needs_gpu = search_cli("run", str(pipeline), "--poll", "0.05", cwd=tmp_path)
+    assert needs_gpu.returncode == 2, needs_gpu.stdout + needs_gpu.stderr
+    assert "Traceback" not in needs_gpu.stderr
+    rows = trial_rows(tmp_path / ".dagflow" / "search.db")
+    assert [row["state"] for row in rows] == ["cancelled"]
+    assert str(rows[0]["error"]).startswith("could not be submitted: ")

@@ -24,6 +24,7 @@ from dagflow.engines.local import LocalEngine, RunOptions, run_local
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.lock import is_locked
+from dagflow.search.ownership import identity, record_owner
 from dagflow.search.scheduler import Scheduler, SchedulerOptions, SearchBusyError
 from dagflow.search.store import SearchStore
 from dagflow.search.trials import PipelineTrials, config_of, fingerprint
@@ -162,6 +163,9 @@ def test_restart_submits_recorded_trials_exactly_once_and_adopts_started_ones(tm
     engine.prepare(source.plan("", 2, prepared.params, prepared.run_id), runs_dir / prepared.run_id)
     done = run_local(source.plan("", 3, finished.params, finished.run_id), RunOptions(runs_dir=runs_dir))
     assert done.ok
+    uid = store.search("quad").uid  # type: ignore[union-attr]
+    for trial in (prepared, finished):  # what the scheduler writes right after preparing a trial's run
+        assert record_owner(runs_dir / trial.run_id, identity(uid, trial))
 
     other_engine, _ = scheduler_for(tmp_path, pipeline, lines, engine="slurm")
     with pytest.raises(SearchBusyError, match="continue it with --engine local"):

@@ -116,3 +116,16 @@ def test_command_line_exits_0_or_2_without_traceback(tmp_path_factory: Any, text
     )
     assert result.returncode in (0, 2), result.stderr
     assert "Traceback" not in result.stderr
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(1, 12), st.booleans()), min_size=1, max_size=14))
+def test_alias_graphs_load_or_fail_cleanly(levels: list[tuple[int, int, bool]]) -> None:
+    """Anchors used many times, as lists or merge keys: a located SpecError (a limit) or a document, never a hang."""
+    lines = ["name: p", "steps:", "  a: {command: echo}", "x0: &x0 {k: [lol, lol]}"]
+    for index, (back, width, merge) in enumerate(levels, 1):
+        target = f"x{max(0, index - 1 - back)}"
+        items = [f"m{j}: {{<<: *{target}}}" for j in range(width)] if merge else [f"*{target}"] * width
+        body = "{" + ", ".join(items) + "}" if merge else "[" + ", ".join(items) + "]"
+        lines.append(f"x{index}: &x{index} {body}")
+    outcome("\n".join(lines) + "\n")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dagflow.errors import SpecError
-from dagflow.spec import load_spec, parse_spec
+from dagflow.spec import check_search, load_spec, parse_spec
 
 SKETCH = Path(__file__).parent / "data" / "design_sketch.yaml"
 
@@ -275,3 +275,75 @@ def test_unicode_line_separator_is_refused_like_a_newline() -> None:
 def test_a_mapping_in_needs_is_a_located_error() -> None:
     message = one_error("name: x\nsteps:\n  a: {command: echo, needs: [{b: 1}]}\n")
     assert message.startswith("p.yaml:3:30: steps.a.needs[0]: ")
+
+
+SEARCH = """\
+name: s
+matrix: {region: [us, br]}
+params: {lr: 0.1}
+steps:
+  evaluate:
+    kind: evaluate
+    command: "ev {params.lr} {region}"
+    metrics: METRICS
+search:
+  objective: {metric: loss}
+  variables:
+    lr: {type: FLOAT, min: 0.001, max: 1}
+  parallel: PARALLEL
+  PER
+  engine: ENGINE
+"""
+
+
+def search_doc(metrics: str = "out/{run.id}/{region}.json", parallel: int = 2, per: bool = False,
+               engine: str = "gp") -> str:
+    text = SEARCH.replace("METRICS", metrics).replace("PARALLEL", str(parallel)).replace("ENGINE", engine)
+    return text.replace("PER", "per: region" if per else "budget: 4")
+
+
+def search_error(text: str) -> str:
+    spec = parse_spec(text, "p.yaml")  # a plain run does not need the search to be runnable
+    with pytest.raises(SpecError) as caught:
+        check_search(spec, "p.yaml")
+    [message] = [d.render() for d in caught.value.diagnostics]
+    return message
+
+
+def test_a_sound_search_block_is_accepted() -> None:
+    check_search(parse_spec(search_doc(), "p.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("metrics", "parallel", "per"),
+    [("out/metrics.json", 2, False), ("out/{region}.json", 2, False), ("out/metrics.json", 1, True)],
+)
+def test_trials_sharing_a_metrics_path_are_refused_by_validation(metrics: str, parallel: int, per: bool) -> None:
+    message = search_error(search_doc(metrics, parallel, per))
+    assert message.startswith("p.yaml:8:14: steps.evaluate.metrics: every trial would write the same metrics file")
+    assert "{run.id}" in message
+
+
+def test_one_trial_at_a_time_may_reuse_its_metrics_path() -> None:
+    check_search(parse_spec(search_doc("out/{region}.json", parallel=1), "p.yaml"))
+
+
+def test_search_engine_and_objective_step_are_checked_by_validation() -> None:
+    assert "search.engine: unknown optimiser 'bayes'" in search_error(search_doc(engine="bayes"))
+    no_metrics = search_doc().replace("    metrics: out/{run.id}/{region}.json\n", "")
+    assert "search.objective: no step has `metrics:`" in search_error(no_metrics)
+
+
+def test_validate_command_refuses_what_search_run_refuses(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from test_local_support import cli_env
+
+    (tmp_path / "p.yaml").write_text(search_doc("out/metrics.json"))
+    for args in (["validate", "p.yaml"], ["search", "run", "p.yaml", "--db", "s.db"]):
+        result = subprocess.run([sys.executable, "-m", "dagflow", *args], cwd=tmp_path, env=cli_env(),
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert "p.yaml:8:14: steps.evaluate.metrics: every trial would write the same metrics file" in result.stderr
+        assert "Traceback" not in result.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dagflow.transfer import TransferError, parse_location, transfer
-from dagflow.transfer.local import PARTIAL_SUFFIX, sha256_of
+from dagflow.transfer.local import PARTIAL_SUFFIX, partial_name, sha256_of
 
 
 def make_tree(root: Path) -> dict[str, bytes]:
@@ -73,7 +73,7 @@ def test_interrupted_partial_is_not_complete_and_rerun_resumes(tmp_path: Path) -
     # What a transfer killed mid-copy leaves: one finished file and a half-written partial.
     (dst / "nested").mkdir(parents=True)
     (dst / "data.csv").write_bytes(files["data.csv"])
-    partial = dst / "nested" / f".a.bin.k3x9{PARTIAL_SUFFIX}"
+    partial = dst / "nested" / partial_name("a.bin", "k3x9")
     partial.write_bytes(files["nested/a.bin"][:1000])
     assert not (dst / "nested/a.bin").exists()  # the final name never holds a short file
 
@@ -85,10 +85,30 @@ def test_interrupted_partial_is_not_complete_and_rerun_resumes(tmp_path: Path) -
 
 def test_partial_files_in_source_are_not_copied(tmp_path: Path) -> None:
     make_tree(tmp_path / "src")
-    (tmp_path / "src" / f".x.1{PARTIAL_SUFFIX}").write_bytes(b"half")
+    (tmp_path / "src" / partial_name("x", "1")).write_bytes(b"half")
     result = transfer(str(tmp_path / "src"), str(tmp_path / "dst"))
     assert result.copied == 3
     assert not list((tmp_path / "dst").rglob(f"*{PARTIAL_SUFFIX}"))
+
+
+def test_user_files_named_like_partials_are_copied_and_never_deleted(tmp_path: Path) -> None:
+    files = make_tree(tmp_path / "src")
+    lookalikes = {
+        f".data.csv.backup{PARTIAL_SUFFIX}": b"mine 1",
+        f".data.csv.k3x9-0123456789abcdef{PARTIAL_SUFFIX}": b"mine 2",
+        f"nested/keep{PARTIAL_SUFFIX}": b"mine 3",
+    }
+    for name, content in lookalikes.items():
+        (tmp_path / "src" / name).write_bytes(content)
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    (dst / f".data.csv.old{PARTIAL_SUFFIX}").write_bytes(b"already in the destination")
+    result = transfer(str(tmp_path / "src"), str(dst))
+    assert result.copied == len(files) + len(lookalikes), "no user file is skipped for its name"
+    expected = {**files, **lookalikes, f".data.csv.old{PARTIAL_SUFFIX}": b"already in the destination"}
+    assert tree(dst) == expected, "a copy of data.csv removes no user file that merely looks like a partial"
+    assert transfer(str(tmp_path / "src"), str(dst)).skipped == len(files) + len(lookalikes)
+    assert tree(dst) == expected
 
 
 def test_killed_copy_leaves_no_file_under_final_name(tmp_path: Path, monkeypatch) -> None:

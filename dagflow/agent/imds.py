@@ -1,24 +1,44 @@
 """EC2 instance metadata through IMDSv2: a session token first, then GETs that carry it.
 
 Short timeouts everywhere: off EC2 the link-local address usually does not answer, and boot must not
-wait on it. Every read returns None when the value is not there (off EC2, or IMDS disabled).
+wait on it. Every read returns None when the value is not there (off EC2, or IMDS disabled). The
+timeout is a deadline for a whole request (connect, headers and body): a service that answers but
+trickles its reply raises ImdsTimeoutError instead of stalling boot one slow read at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import os
+import socket
+import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
+
+from dagflow.errors import EXIT_UNREACHABLE, DagflowError
 
 DEFAULT_ENDPOINT = "http://169.254.169.254"
 TOKEN_PATH = "/latest/api/token"
 TOKEN_TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"
 TOKEN_TTL_S = 21600
+
+
+class ImdsTimeoutError(DagflowError):
+    """The metadata service answered, but not within the request deadline."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,21 +64,57 @@ class Imds:
         self._token: str | None = None
         self._token_expires = 0.0
 
-    def _open(self, request: urllib.request.Request) -> tuple[int, bytes]:
+    def _connection(self) -> http.client.HTTPConnection:
+        url = urllib.parse.urlsplit(self.endpoint)
+        if url.scheme != "http" or not url.hostname:
+            raise ValueError(f"IMDS endpoint {self.endpoint!r} must be an http:// URL")
+        return http.client.HTTPConnection(url.hostname, url.port or 80, timeout=self.timeout_s)
+
+    def _open(self, request: Request) -> tuple[int, bytes]:
+        """One request within timeout_s in all; OSError when nothing answers, ImdsTimeoutError when
+        the service answers too slowly."""
+        connection = self._connection()
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            sock = connection.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes the read blocked on it
+
+        timer = threading.Timer(self.timeout_s, expire)
+        timer.daemon = True
+        timer.start()
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return response.status, response.read()
-        except urllib.error.HTTPError as error:
-            return error.code, b""
+            connection.request(request.method, request.path, headers=request.headers)
+            response = connection.getresponse()
+            body = response.read()
+            if expired.is_set():
+                raise self._timeout(request)
+            return response.status, body
+        except (OSError, http.client.HTTPException) as error:
+            if expired.is_set():
+                raise self._timeout(request) from None
+            if isinstance(error, http.client.HTTPException):
+                raise OSError(str(error)) from None
+            raise
+        finally:
+            timer.cancel()
+            connection.close()
+
+    def _timeout(self, request: Request) -> ImdsTimeoutError:
+        return ImdsTimeoutError(
+            f"instance metadata service {self.endpoint}: {request.method} {request.path} did not complete "
+            f"within {self.timeout_s:g} s (it answers, but too slowly)"
+        )
 
     def token(self) -> str | None:
         if self.disabled:
             return None
         if self._token and time.monotonic() < self._token_expires:
             return self._token
-        request = urllib.request.Request(
-            self.endpoint + TOKEN_PATH, method="PUT", headers={TOKEN_TTL_HEADER: str(TOKEN_TTL_S)}
-        )
+        request = Request("PUT", TOKEN_PATH, {TOKEN_TTL_HEADER: str(TOKEN_TTL_S)})
         try:
             status, body = self._open(request)
         except (OSError, ValueError):  # unreachable, timed out, refused: not on EC2
@@ -75,7 +131,7 @@ class Imds:
             token = self.token()
             if token is None:
                 return None
-            request = urllib.request.Request(f"{self.endpoint}/latest/meta-data/{path}", headers={TOKEN_HEADER: token})
+            request = Request("GET", f"/latest/meta-data/{path}", {TOKEN_HEADER: token})
             try:
                 status, body = self._open(request)
             except (OSError, ValueError):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dagflow.agent.imds import Imds
+from dagflow.agent.imds import Imds, ImdsTimeoutError
 
 log = logging.getLogger("dagflow.agent")
 
@@ -76,6 +76,13 @@ class Watcher:
 
     def poll(self) -> list[str]:
         """One look at IMDS; drains at most once per notice. Returns what was done (also logged)."""
+        try:
+            return self._poll()
+        except ImdsTimeoutError as error:  # a slow answer this time: look again next poll
+            log.warning("%s", error)
+            return []
+
+    def _poll(self) -> list[str]:
         actions = []
         spot = self.imds.spot_notice()
         if spot is not None and f"spot:{spot.action}:{spot.time}" not in self.handled:

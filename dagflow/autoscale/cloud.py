@@ -6,6 +6,7 @@ failure): lowering it otherwise would let the group pick which instance to termi
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ class Instance:
     instance_id: str
     lifecycle_state: str  # Pending, InService, Terminating, ...
     health: str
+    private_ip: str | None = None  # from EC2 DescribeInstances: how a pool node is matched to it
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +76,28 @@ class AutoScaling:
         self._clients: dict[str, Any] = {}
         self._config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=20)
 
-    def client(self, region: str) -> Any:
-        if region not in self._clients:
-            self._clients[region] = self.session.client(
-                "autoscaling", region_name=region, endpoint_url=self.endpoint_url, config=self._config
+    def client(self, region: str, service: str = "autoscaling") -> Any:
+        if (service, region) not in self._clients:
+            self._clients[(service, region)] = self.session.client(
+                service, region_name=region, endpoint_url=self.endpoint_url, config=self._config
             )
-        return self._clients[region]
+        return self._clients[(service, region)]
+
+    def private_ips(self, region: str, instance_ids: list[str]) -> dict[str, str]:
+        """Instance id -> private IPv4 address, as EC2 reports them (instances without one are left out)."""
+        if not instance_ids:
+            return {}
+        found: dict[str, str] = {}
+        try:
+            paginator = self.client(region, "ec2").get_paginator("describe_instances")
+            for page in paginator.paginate(InstanceIds=instance_ids):
+                for reservation in page["Reservations"]:
+                    for instance in reservation["Instances"]:
+                        if instance.get("PrivateIpAddress"):
+                            found[instance["InstanceId"]] = instance["PrivateIpAddress"]
+        except (ClientError, BotoCoreError) as error:
+            raise _wrap(error, f"describing instances in {region}") from error
+        return found
 
     def describe(self, region: str, names: Iterable[str]) -> dict[str, AsgState]:
         names = list(names)
@@ -101,7 +119,14 @@ class AutoScaling:
                     )
         except (ClientError, BotoCoreError) as error:
             raise _wrap(error, f"describing groups in {region}") from error
-        return result
+        ids = [instance.instance_id for asg in result.values() for instance in asg.instances]
+        ips = self.private_ips(region, ids)
+        return {
+            name: dataclasses.replace(
+                asg, instances=tuple(dataclasses.replace(i, private_ip=ips.get(i.instance_id)) for i in asg.instances)
+            )
+            for name, asg in result.items()
+        }
 
     def set_desired(self, region: str, name: str, desired: int) -> None:
         try:

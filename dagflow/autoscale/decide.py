@@ -106,15 +106,20 @@ class Decision:
     total_jobs: int
 
 
-def scale_in_limit(pool_size: int, fraction: float, in_flight: int) -> int:
-    """Nodes this loop may start removing: a fraction of the pool (at least one), never taking the
-    pool's removals in flight past half of it. A lone node may go: that is scaling to zero."""
+def out_of_service_cap(pool_size: int, fraction: float) -> int:
+    """How many of the pool's nodes may be out of service (draining, drained or being terminated) at
+    once: a fraction of the pool (at least one), never more than half of it. A lone node may go: that
+    is scaling to zero."""
     if pool_size <= 0:
         return 0
     if pool_size == 1:
-        return 1 - in_flight if in_flight < 1 else 0
-    by_fraction = max(1, math.floor(fraction * pool_size))
-    return max(0, min(by_fraction, pool_size // 2 - in_flight))
+        return 1
+    return min(max(1, math.floor(fraction * pool_size)), pool_size // 2)
+
+
+def scale_in_limit(pool_size: int, fraction: float, in_flight: int) -> int:
+    """Nodes this loop may start removing: what the cap leaves after every removal already in flight."""
+    return max(0, out_of_service_cap(pool_size, fraction) - in_flight)
 
 
 def _request_text(signature: Signature) -> str:
@@ -268,7 +273,8 @@ def decide(
         elif group.name not in timed_out and plan.live < group.min_size <= plan.desired:
             plan.notes.append(f"below min ({group.min_size}): the group is launching")
 
-    # Removals in flight: terminate what is drained, re-send lost drains, drop what is over.
+    # Removals in flight: terminate what is drained, re-send lost drains, drop what is over. Every node
+    # still in the pool and leaving it counts against the scale-in cap, whatever its step.
     in_flight = 0
     for name, removal in state.removing.items():
         if name in reclaimed:
@@ -282,7 +288,12 @@ def decide(
                 plans[removal.group].notes.append(f"{name}: removing, but its node ad is missing")
             continue
         node, group = entry
-        if node.state is NodeState.DRAINED:
+        if node.instance_id != removal.instance_id:  # the cloud now places this node on another instance
+            in_flight += 1
+            moved = f"{name}: removing {removal.instance_id}, but the node is now on {node.instance_id}"
+            plans[group.name].notes.append(moved)
+        elif node.state is NodeState.DRAINED:
+            in_flight += 1
             actions.append(Terminate(name, removal.instance_id, group.name, group.region, group.asg))
         elif node.state is NodeState.DRAINING:
             in_flight += 1

@@ -13,7 +13,7 @@ from dagflow.autoscale.decide import CancelDrain, Decision, Drain, SetDesired, T
 from dagflow.autoscale.demand import DemandSource, signatures
 from dagflow.autoscale.matching import Matcher
 from dagflow.autoscale.policy import Policy
-from dagflow.autoscale.pool import NodeState, PoolControl, PoolError
+from dagflow.autoscale.pool import Node, NodeState, PoolControl, PoolError, bind_instances
 from dagflow.autoscale.report import render
 from dagflow.autoscale.state import Removal, State, StateFile
 
@@ -64,6 +64,16 @@ class Autoscaler:
                 by_asg[(region, name)] = asg
         return {g.name: by_asg[(g.region, g.asg)] for g in self.policy.groups if (g.region, g.asg) in by_asg}
 
+    def nodes(self, asgs: dict[str, AsgState]) -> list[Node]:
+        """The pool's nodes, each bound to the instance the cloud has at the node's address."""
+        by_ip = {
+            instance.private_ip: instance.instance_id
+            for asg in asgs.values()
+            for instance in asg.live_instances()
+            if instance.private_ip
+        }
+        return bind_instances(self.pool.nodes(), by_ip)
+
     def _capacity_failures(self, asgs: dict[str, AsgState], state: State, now: float, errors: list[str]) -> None:
         """Launches that failed for capacity show up in scaling activities, not as call errors."""
         timeout = self.policy.settings.capacity_timeout_s
@@ -97,18 +107,18 @@ class Autoscaler:
         now = self.clock()
         errors: list[str] = []
         jobs = signatures(self.demand.idle_jobs())
-        nodes = self.pool.nodes()
         asgs = self.observe_groups()
+        nodes = self.nodes(asgs)
         self._capacity_failures(asgs, state, now, errors)
         done: list[str] = []
         decision = decide(self.policy, asgs, nodes, jobs, state, now, self.matcher)
         for _attempt in range(len(self.policy.groups) + 1):
-            replan = self._execute(decision, state, now, done, errors)
+            replan = self._execute(decision, state, now, done, errors, asgs)
             if not replan:
                 break
             # A group ran out of capacity: its demand overflows to the next group, this loop.
             asgs = self.observe_groups()
-            decision = decide(self.policy, asgs, self.pool.nodes(), jobs, state, now, self.matcher)
+            decision = decide(self.policy, asgs, self.nodes(asgs), jobs, state, now, self.matcher)
         for name in decision.forget:
             state.removing.pop(name, None)
         state.idle_since = decision.idle_since
@@ -119,11 +129,32 @@ class Autoscaler:
         self.emit(report)
         return LoopResult(decision, done, errors, report)
 
-    def _execute(self, decision: Decision, state: State, now: float, done: list[str], errors: list[str]) -> bool:
+    def _safe_to_terminate(self, action: Terminate, asgs: dict[str, AsgState]) -> str | None:
+        """None when the instance about to be terminated is, right now, the drained node's and no other
+        node's; otherwise why not. The pool is read again: the decision's view is a moment old."""
+        on_instance = [node for node in self.nodes(asgs) if node.instance_id == action.instance_id]
+        if not on_instance:
+            return f"no pool node is on {action.instance_id} now"
+        if len(on_instance) > 1 or on_instance[0].name != action.node:
+            names = ", ".join(node.name for node in on_instance)
+            return f"{action.instance_id} is now the instance of {names}"
+        node = on_instance[0]
+        if node.state is not NodeState.DRAINED:
+            return f"it is {node.state.value} now"
+        return None
+
+    def _execute(
+        self,
+        decision: Decision,
+        state: State,
+        now: float,
+        done: list[str],
+        errors: list[str],
+        asgs: dict[str, AsgState],
+    ) -> bool:
         """Carry out the actions (cancel drains, capacity, terminations, drains); True to re-plan."""
         order = {CancelDrain: 0, SetDesired: 1, Terminate: 2, Drain: 3}
         actions = sorted(decision.actions, key=lambda a: order[type(a)])
-        fresh = None
         for action in actions:
             if self.dry_run:
                 done.append(f"[dry-run] would {action.describe()}")
@@ -142,13 +173,9 @@ class Autoscaler:
                         self._save(state)
                         return True
                 elif isinstance(action, Terminate):
-                    if fresh is None:
-                        fresh = {node.name: node for node in self.pool.nodes()}
-                    node = fresh.get(action.node)
-                    if node is None or node.state is not NodeState.DRAINED:
-                        # The decision's view is a moment old: never terminate on it alone.
-                        state_name = node.state.value if node else "gone"
-                        done.append(f"skipped terminating {action.node}: it is {state_name} now")
+                    why_not = self._safe_to_terminate(action, asgs)
+                    if why_not is not None:
+                        done.append(f"skipped terminating {action.instance_id} ({action.node}): {why_not}")
                         continue
                     self.cloud.terminate(action.region, action.instance_id)
                     state.removing.pop(action.node, None)

@@ -7,7 +7,9 @@ claims and the drain state machine; tests and the benchmark drive it, and it rec
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -30,10 +32,39 @@ class NodeState(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Node:
     name: str  # the Machine name (what condor_drain takes)
-    instance_id: str | None  # EC2InstanceId, advertised by the node agent
+    # The EC2 instance: what the node advertises (EC2InstanceId) until bind_instances() replaces it with
+    # the instance the cloud reports at the node's address; the autoscaler acts on the bound one only.
+    instance_id: str | None
     state: NodeState
     free: Vector  # unclaimed resources (partitionable slot's remainder)
     idle_since: float | None  # when the node last became idle (epoch seconds), None if not idle
+    address: str | None = None  # the IP the collector sees the startd at (MyAddress)
+
+
+_SINFUL_IP = re.compile(r"^<(\d{1,3}(?:\.\d{1,3}){3}):")
+
+
+def sinful_ip(my_address: object) -> str | None:
+    """The IPv4 address of a startd's sinful string, e.g. <10.0.3.7:9618?addrs=...> -> 10.0.3.7."""
+    match = _SINFUL_IP.match(str(my_address)) if isinstance(my_address, str) else None
+    return match.group(1) if match else None
+
+
+def bind_instances(nodes: Iterable[Node], ip_to_instance: dict[str, str]) -> list[Node]:
+    """Each node with the instance the cloud reports at its address, never what it says about itself;
+    None when no instance or more than one node claims an address (nothing is done to such a node)."""
+    nodes = list(nodes)
+    counts: dict[str, int] = {}
+    for node in nodes:
+        if node.address:
+            counts[node.address] = counts.get(node.address, 0) + 1
+    return [
+        dataclasses.replace(
+            node,
+            instance_id=ip_to_instance.get(node.address) if node.address and counts[node.address] == 1 else None,
+        )
+        for node in nodes
+    ]
 
 
 class PoolControl(Protocol):
@@ -59,6 +90,7 @@ STARTD_PROJECTION = [
     "Disk",
     "GPUs",
     "EC2InstanceId",
+    "MyAddress",
     "EnteredCurrentState",
     "Draining",
 ]
@@ -88,6 +120,7 @@ def nodes_from_slot_ads(ads: Iterable[classad2.ClassAd]) -> list[Node]:
                     free[index] += float(value) if isinstance(value, int | float) else 0.0
         entered = [slot.get("EnteredCurrentState") for slot in slots]
         instance = next((str(slot["EC2InstanceId"]) for slot in slots if "EC2InstanceId" in slot), None)
+        address = next((ip for slot in slots if (ip := sinful_ip(slot.get("MyAddress"))) is not None), None)
         nodes.append(
             Node(
                 name=machine,
@@ -97,6 +130,7 @@ def nodes_from_slot_ads(ads: Iterable[classad2.ClassAd]) -> list[Node]:
                 idle_since=max((float(t) for t in entered if isinstance(t, int | float)), default=None)
                 if state is NodeState.IDLE
                 else None,
+                address=address,
             )
         )
     return nodes
@@ -142,6 +176,7 @@ class _Machine:
     claims: dict[str, Vector] = field(default_factory=dict)
     draining: bool = False
     idle_since: float | None = None
+    address: str | None = None
 
 
 class InMemoryPool:
@@ -157,8 +192,11 @@ class InMemoryPool:
         self.machines: dict[str, _Machine] = {}
         self.calls: list[tuple[str, ...]] = []
 
-    def add_node(self, name: str, capacity: Vector, instance_id: str | None = None) -> None:
-        self.machines[name] = _Machine(name, instance_id, capacity, idle_since=self.clock())
+    def add_node(
+        self, name: str, capacity: Vector, instance_id: str | None = None, address: str | None = None
+    ) -> None:
+        """instance_id is what the startd advertises about itself; address the IP the collector sees."""
+        self.machines[name] = _Machine(name, instance_id, capacity, idle_since=self.clock(), address=address)
 
     def remove_node(self, name: str) -> None:
         self.machines.pop(name, None)
@@ -207,7 +245,7 @@ class InMemoryPool:
             state = self.state(machine.name)
             free = self._free(machine) if not machine.draining else (0.0, 0.0, 0.0, 0.0)
             idle_since = machine.idle_since if state is NodeState.IDLE else None
-            result.append(Node(machine.name, machine.instance_id, state, free, idle_since))
+            result.append(Node(machine.name, machine.instance_id, state, free, idle_since, machine.address))
         return result
 
     def drain(self, name: str, reason: str) -> None:

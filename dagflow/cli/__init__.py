@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import sys
+
+import typer
 
 from dagflow.cli.app import app
+from dagflow.cli.common import print_json_error
 
 COMMAND_MODULES = (
     "spec_cmds",
@@ -23,4 +27,26 @@ for _module in COMMAND_MODULES:
 
 
 def main() -> None:
-    app()
+    # Not standalone: click's own usage errors (a bad option value, a missing argument) come back here,
+    # so that with --json they are printed as JSON like every other error.
+    try:
+        code = app(prog_name="dagflow", standalone_mode=False)
+    except typer.TyperException as error:  # click's usage errors (typer bundles its own click)
+        _show_usage_error(error)
+        sys.exit(getattr(error, "exit_code", 2))
+    except typer.Abort:
+        print("Aborted!", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _show_usage_error(error: typer.TyperException) -> None:
+    if "--json" in sys.argv[1:]:  # parsing stopped at the error: whether --json was read is unknown
+        print_json_error(getattr(error, "format_message", error.__str__)(), getattr(error, "exit_code", 2))
+        return
+    try:
+        from typer import rich_utils
+    except ImportError:  # typer without rich
+        error.show()  # type: ignore[attr-defined]
+    else:
+        rich_utils.rich_format_error(error)

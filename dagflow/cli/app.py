@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 app = typer.Typer(
@@ -13,6 +15,33 @@ app = typer.Typer(
         "(HTCondor DAGMan files)."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
 )
+
+
+def package_version() -> str:
+    """The installed distribution's version; the source tree's when dagflow runs uninstalled."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dagflow")
+    except PackageNotFoundError:
+        from dagflow import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"dagflow {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    pass

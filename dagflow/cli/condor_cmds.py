@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import JsonOption, RunsDirOption, fail, load_plan_or_exit
+from dagflow.cli.common import JsonOption, RunsDirOption, checked_run_id, fail, load_plan_or_exit
 from dagflow.errors import EXIT_USAGE, DagflowError
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, find_run
 
@@ -28,7 +28,10 @@ def compile_command(
             show_default=False,
         ),
     ] = None,
-    run_id: Annotated[str | None, typer.Option(help="Run id (rendered into {run.id}); default: a new one.")] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option(help="Run id (rendered into {run.id}); default: a new one.", callback=checked_run_id),
+    ] = None,
     max_gpu_jobs: Annotated[
         int, typer.Option(min=1, help="How many GPU nodes DAGMan keeps submitted at once (MAXJOBS gpu N).")
     ] = 16,
@@ -181,12 +184,12 @@ def submit_condor(
     try:
         submission = submit_prepared(prepared, dry_run=dry_run)
     except CondorUnreachableError as error:
-        print(
-            f"error: {error}; compiled files kept in {prepared.dag.parent} "
-            f"(submit them later with `dagflow resubmit {plan.run_id}`)",
-            file=sys.stderr,
+        fail(
+            CondorUnreachableError(
+                f"{error}; compiled files kept in {prepared.dag.parent} "
+                f"(submit them later with `dagflow resubmit {plan.run_id}`)"
+            )
         )
-        raise typer.Exit(error.exit_code) from None
     except DagflowError as error:
         fail(error)
     _submitted(submission, target.describe(), json_output)

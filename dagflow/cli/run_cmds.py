@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import JsonOption, RunsDirOption, fail, load_plan_or_exit
+from dagflow.cli.common import JsonOption, RunsDirOption, checked_run_id, fail, load_plan_or_exit
 from dagflow.cli.submit_cmds import EngineName
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
@@ -63,7 +63,9 @@ def run_command(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Run every node; skip nothing.")] = False,
     json_output: JsonOption = False,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Name the new run.")] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Name the new run.", callback=checked_run_id)
+    ] = None,
     kill_grace: Annotated[
         float, typer.Option("--kill-grace", min=0, help="Seconds between SIGTERM and SIGKILL.")
     ] = 10.0,

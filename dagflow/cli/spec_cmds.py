@@ -10,8 +10,13 @@ from typing import Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import fail, load_plan_or_exit
+from dagflow.cli.common import checked_run_id, fail, load_plan_or_exit, note_json
 from dagflow.errors import DagflowError
+
+
+class UsageError(DagflowError):
+    pass
+
 
 PipelineArg = Annotated[Path, typer.Argument(help="The pipeline YAML file.", show_default=False)]
 
@@ -24,10 +29,12 @@ def validate(pipeline: PipelineArg) -> None:
     Exit code 0 when the file is valid, 2 when it is not.
     """
     from dagflow.plan.expand import expand
-    from dagflow.spec import load_spec
+    from dagflow.spec import check_search, load_spec
 
     try:
-        plan = expand(load_spec(pipeline), run_id="validate")
+        spec = load_spec(pipeline)
+        check_search(spec, str(pipeline))  # what `dagflow search run` would refuse
+        plan = expand(spec, run_id="validate")
     except DagflowError as error:
         fail(error)
     print(f"{pipeline}: valid — {len(plan.steps)} steps, {len(plan.nodes)} nodes")
@@ -52,17 +59,18 @@ def schema() -> None:
 @app.command()
 def plan(
     pipeline: PipelineArg,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the whole plan as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole plan as JSON.", callback=note_json)] = False,
     as_dot: Annotated[bool, typer.Option("--dot", help="Print the DAG in Graphviz DOT (pipe to `dot -Tsvg`).")] = False,
     limit: Annotated[int, typer.Option(help="Rows to show in the table; 0 shows all.")] = 200,
-    run_id: Annotated[str | None, typer.Option(help="Run id to render {run.id} with.")] = None,
+    run_id: Annotated[
+        str | None, typer.Option(help="Run id to render {run.id} with.", callback=checked_run_id)
+    ] = None,
 ) -> None:
     """Show the expanded DAG: every node with its matrix coordinates, resources and parents."""
     from dagflow.plan import render
 
     if as_json and as_dot:
-        print("error: choose one of --json and --dot", file=sys.stderr)
-        raise typer.Exit(2)
+        fail(UsageError("choose one of --json and --dot"))
     expanded = load_plan_or_exit(pipeline, run_id)
     if as_json:
         print(render.to_json(expanded))

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import JsonOption, RunsDirOption, fail, load_plan_or_exit
+from dagflow.cli.common import JsonOption, RunsDirOption, checked_run_id, fail, load_plan_or_exit
 from dagflow.errors import DagflowError
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, find_run
 
@@ -54,7 +54,9 @@ def submit_command(
         typer.Option("--resume", metavar="RUN_ID", help="Submit again what did not finish in this run ('latest')."),
     ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the run to end; exit 0, 1 (failed) or 130.")] = False,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Name the new run.")] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Name the new run.", callback=checked_run_id)
+    ] = None,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     json_output: JsonOption = False,
     schedd: Annotated[

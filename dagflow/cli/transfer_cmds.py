@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import fail
+from dagflow.cli.common import checked_run_id, fail
 from dagflow.errors import DagflowError
 from dagflow.transfer.progress import human_bytes
 
@@ -59,7 +59,9 @@ def transfer_command(
     Either side may be on S3 (s3://bucket/prefix); credentials come from the standard AWS chain and
     the endpoint from AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL when set. Writes are atomic (temporary
     file then rename; an S3 object appears whole or not at all), so rerunning an interrupted transfer
-    resumes. Exit status: 0 done, 1 a copy failed, 2 bad input.
+    resumes; it also aborts the unfinished multipart uploads a killed earlier run left for the same keys.
+    Exit status: 0 done, 1 a copy failed, 2 bad input (including AWS settings that cannot work: endpoint,
+    region, profile, partial credentials), 3 S3 could not be reached.
     """
     from dagflow.transfer import transfer
     from dagflow.transfer.progress import Progress
@@ -120,16 +122,21 @@ def promote_command(
     better: Annotated[Better, typer.Option("--better", help="Which way is better.")],
     than: Annotated[str, typer.Option("--than", help="The pointer to the current model (s3:// or a path).")],
     model: Annotated[str, typer.Option("--model", help="Where the new model was published.")],
-    run_id: Annotated[str, typer.Option("--run-id", help="The run that made the new model.")],
+    run_id: Annotated[
+        str, typer.Option("--run-id", help="The run that made the new model.", callback=checked_run_id)
+    ],
     node: Annotated[str, typer.Option("--node", help="This promotion's node name (names its verdict file).")],
     min_delta: Annotated[float, typer.Option("--min-delta", min=0, help="Required improvement.")] = 0.0,
 ) -> None:
     """Move the pointer to the new model only if its metric beats the current model's (a <step>.promote node).
 
     The verdict (promoted, kept or failed, with both metrics) goes to stdout and, in a run, to
-    $DAGFLOW_RUN_DIR/promotions/<node>.json for the run summary. Exit status: 0 promoted or kept,
-    1 failed (S3 errors: worth a retry), 2 bad input (a metric that is missing or not a number).
+    $DAGFLOW_RUN_DIR/promotions/<node>.json for the run summary. Racing promotions of one pointer are
+    safe: the pointer moves by compare-and-swap, so the best model wins. Exit status: 0 promoted or kept,
+    1 failed (S3 errors: worth a retry), 2 bad input (a metric that is missing, not a number, infinite
+    or too large; bad AWS settings), 3 S3 could not be reached.
     """
+    import math
     import os
 
     from dagflow.promote.promote import Request, failed, promote
@@ -139,6 +146,8 @@ def promote_command(
     request = Request(metrics, metric, better.value, than, model, run_id, node, min_delta)
     code = 0
     try:
+        if not math.isfinite(min_delta):
+            raise DagflowError(f"--min-delta must be a finite number, not {min_delta}")
         verdict = promote(request)
     except DagflowError as error:
         verdict, code = failed(request, redact(str(error))), error.exit_code

@@ -25,12 +25,31 @@ class Decision:
 
 def metric_value(metrics: dict[str, Any], metric: str, where: str) -> float:
     value = metrics.get(metric)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        shown = "missing" if metric not in metrics else repr(value)
-        allowed = ", ".join(k for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool))
+    number = _finite(value)
+    if number is None:
+        shown = "missing" if metric not in metrics else _shown(value)
+        allowed = ", ".join(k for k, v in metrics.items() if _finite(v) is not None)
         raise PromotionInputError(f"{where}: metric {metric!r} is {shown}, not a finite number (numbers there: "
                                   f"{allowed or 'none'})")
-    return float(value)
+    return number
+
+
+def _finite(value: Any) -> float | None:
+    """value as a float if it is a finite number; JSON integers too large for a float are not."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and _finite(value) is None:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits, too large for a float"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def read_metrics(path: str) -> dict[str, Any]:

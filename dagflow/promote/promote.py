@@ -2,8 +2,9 @@
 better, move the `latest` pointer to the new model.
 
 The pointer is one small JSON object (or file) naming the current model and its metrics. It is written
-last, in one atomic write (a single S3 PUT, or a rename), after the model is published, so a reader
-either sees the old model or the complete new one.
+last, in one atomic write (a single conditional S3 PUT, or a rename under a lock), after the model is
+published, so a reader either sees the old model or the complete new one, and of racing promotions
+the best model wins.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from dagflow.promote.decide import (
     metric_value,
     read_metrics,
 )
-from dagflow.promote.store import Store
+from dagflow.promote.store import PointerConflict, Store
 from dagflow.promote.verdict import Verdict
+from dagflow.transfer.s3client import S3TransferError
 
 POINTER_FORMAT = 1
 
@@ -38,8 +40,14 @@ class Request:
     min_delta: float = 0.0
 
 
-def read_pointer(store: Store, url: str) -> dict | None:
-    raw = store.read(url)
+MAX_ATTEMPTS = 50  # compare-and-swap rounds; each lost round means another promotion moved the pointer
+
+
+class PointerBusyError(S3TransferError):
+    """Other promotions kept moving the pointer: worth a retry (exit 1)."""
+
+
+def parse_pointer(raw: bytes | None, url: str) -> dict | None:
     if raw is None:
         return None
     try:
@@ -51,30 +59,39 @@ def read_pointer(store: Store, url: str) -> dict | None:
     return data
 
 
+def read_pointer(store: Store, url: str) -> dict | None:
+    return parse_pointer(store.read(url), url)
+
+
 def promote(request: Request, store: Store | None = None) -> Verdict:
-    """Decide and, when better, move the pointer. Raises on failure; the caller records it."""
+    """Decide and, when better, move the pointer. Raises on failure; the caller records it.
+
+    The read, the comparison and the write are one compare-and-swap (see store.py): when another
+    promotion moved the pointer in between, the write is refused and the decision is made again
+    against the pointer it wrote, so the better model always ends as the pointer."""
     store = store or Store()
     metrics = read_metrics(request.metrics)
     new = metric_value(metrics, request.metric, f"metrics file {request.metrics}")
     if not store.has_content(request.model):
         raise PromotionInputError(f"the published model {request.model} is empty or missing")
-    current = read_pointer(store, request.pointer)
+    with store.locked(request.pointer):
+        for _ in range(MAX_ATTEMPTS):
+            try:
+                return _compare_and_swap(request, store, metrics, new)
+            except PointerConflict:
+                continue
+    raise PointerBusyError(f"the pointer {request.pointer} changed {MAX_ATTEMPTS} times while comparing; rerun")
+
+
+def _compare_and_swap(request: Request, store: Store, metrics: dict, new: float) -> Verdict:
+    seen = store.read_versioned(request.pointer)
+    current = parse_pointer(seen.data, request.pointer)
     old = None
     if current is not None:
         old = metric_value(current.get("metrics") or {}, request.metric, f"current pointer {request.pointer}")
     decision = decide(new, old, request.metric, request.better, request.min_delta)
     if decision.verdict == PROMOTED:
-        pointer = {
-            "format": POINTER_FORMAT,
-            "model": request.model,
-            "run_id": request.run_id,
-            "metric": request.metric,
-            "better": request.better,
-            "metrics": metrics,
-            "previous": current.get("model") if current else None,
-            "promoted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
-        store.write(request.pointer, (json.dumps(pointer, indent=1, sort_keys=True) + "\n").encode())
+        store.write_if_unchanged(request.pointer, _pointer_bytes(request, metrics, current), seen)
     return Verdict(
         node=request.node,
         verdict=decision.verdict,
@@ -87,6 +104,20 @@ def promote(request: Request, store: Store | None = None) -> Verdict:
         pointer=request.pointer,
         run_id=request.run_id,
     )
+
+
+def _pointer_bytes(request: Request, metrics: dict, current: dict | None) -> bytes:
+    pointer = {
+        "format": POINTER_FORMAT,
+        "model": request.model,
+        "run_id": request.run_id,
+        "metric": request.metric,
+        "better": request.better,
+        "metrics": metrics,
+        "previous": current.get("model") if current else None,
+        "promoted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    return (json.dumps(pointer, indent=1, sort_keys=True) + "\n").encode()
 
 
 def failed(request: Request, reason: str) -> Verdict:

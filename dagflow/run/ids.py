@@ -1,4 +1,8 @@
-"""Run ids: sortable by start time, safe as a directory name."""
+"""Run ids: sortable by start time, safe as a directory name.
+
+Every run id a user gives (--run-id, --resume, a positional RUN_ID, a search's --name) is checked
+here, by validate_run_id, before it names a directory or reaches a batch system.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,10 @@ import time
 
 from dagflow.errors import DagflowError
 
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+# Checked with fullmatch: with re.match, '$' also matches before a trailing newline ("abc\n").
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_RESERVED = frozenset({"latest"})  # `latest` names the newest run on the command line
+_SHOWN = 60  # characters of a refused id quoted in the message
 
 
 class RunIdError(DagflowError):
@@ -22,9 +29,16 @@ def new_run_id(pipeline: str) -> str:
 
 
 def validate_run_id(run_id: str) -> str:
-    if not _RUN_ID.match(run_id) or run_id in {"latest"}:
+    """run_id itself when it is safe as one directory name; RunIdError (exit code 2) otherwise."""
+    if not isinstance(run_id, str) or _RUN_ID.fullmatch(run_id) is None or run_id in _RESERVED:
         raise RunIdError(
-            f"invalid run id {run_id!r}: use letters, digits, '.', '_' and '-' "
-            "(at most 200, not starting with a punctuation character, and not 'latest')"
+            f"invalid run id {_quoted(run_id)}: use letters, digits, '.', '_' and '-' "
+            "(at most 200, starting with a letter or digit, and not 'latest')"
         )
     return run_id
+
+
+def _quoted(run_id: object) -> str:
+    if isinstance(run_id, str) and len(run_id) > _SHOWN:
+        return f"{run_id[:_SHOWN]!r}... ({len(run_id)} characters)"
+    return repr(run_id)

@@ -1,4 +1,4 @@
-"""Where a run's files live: `<runs-dir>/<run-id>/{plan.json, journal.jsonl, logs/<node>.out|.err}`.
+"""Where a run's files live: `<runs-dir>/<run-id>/{plan.json, journal.jsonl, procs.jsonl, logs/<node>.out|.err}`.
 
 A node's log file is created when that stream first says something: a node that printed nothing to
 stderr has no `.err`. The node cache is a sibling of the runs directory (`.dagflow/cache/` beside
@@ -18,6 +18,8 @@ from dagflow.run.ids import validate_run_id
 
 DEFAULT_RUNS_DIR = Path(".dagflow") / "runs"
 LATEST_FILE = "LATEST"  # holds the id of the run started most recently under a runs dir
+SEARCH_TRIAL_FILE = "trial.json"  # marks a search's trial run (dagflow/search/ownership.py): never `latest`
+DRY_RUN_FILE = "DRY-RUN"  # marks a run compiled by `submit --dry-run` and not submitted since: never `latest`
 
 
 class RunNotFoundError(DagflowError):
@@ -40,6 +42,16 @@ class RunLayout:
     @property
     def journal_path(self) -> Path:
         return self.run_dir / "journal.jsonl"
+
+    @property
+    def procs_path(self) -> Path:
+        """The keeper's record of node processes: starts and exits (engines/local/keeper.py)."""
+        return self.run_dir / "procs.jsonl"
+
+    @property
+    def pipeline_hash_path(self) -> Path:
+        """sha256 of the pipeline file the run was planned from: a resume re-plans when it changed."""
+        return self.run_dir / "pipeline.sha256"
 
     @property
     def lock_path(self) -> Path:
@@ -94,6 +106,9 @@ class RunLayout:
         self.mark_latest()
 
     def mark_latest(self) -> None:
+        """Make this run `latest`, unless it is a search's trial (the search owns those, not the user)."""
+        if (self.run_dir / SEARCH_TRIAL_FILE).exists():
+            return
         write_atomic(self.runs_dir / LATEST_FILE, (self.run_id + "\n").encode())
 
     def load_plan(self) -> Plan:
@@ -125,6 +140,10 @@ def list_runs(runs_dir: Path) -> list[str]:
     return sorted(entry.name for entry in os.scandir(runs_dir) if (Path(entry.path) / "plan.json").is_file())
 
 
+def _never_latest(run_dir: Path) -> bool:
+    return (run_dir / SEARCH_TRIAL_FILE).exists() or (run_dir / DRY_RUN_FILE).exists()
+
+
 def latest_run(runs_dir: Path) -> RunLayout:
     try:
         run_id = (runs_dir / LATEST_FILE).read_text().strip()
@@ -132,7 +151,7 @@ def latest_run(runs_dir: Path) -> RunLayout:
             return RunLayout(runs_dir, run_id)
     except OSError:
         pass
-    runs = list_runs(runs_dir)
+    runs = [name for name in list_runs(runs_dir) if not _never_latest(runs_dir / name)]
     if not runs:
         raise RunNotFoundError(f"no runs under {runs_dir}")
     newest = max(runs, key=lambda name: (runs_dir / name / "plan.json").stat().st_mtime)

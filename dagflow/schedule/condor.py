@@ -15,12 +15,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import classad2
 
-from dagflow.schedule.entries import SCHEDULE_DIR, Entry, ScheduleError, schedule_name
+from dagflow.engines.condor import escape
+from dagflow.schedule.entries import SCHEDULE_DIR, Entry, ScheduleError, literal, schedule_name
 
 CRON_COMMANDS = ("cron_minute", "cron_hour", "cron_day_of_month", "cron_month", "cron_day_of_week")
 PIPELINE_ATTRIBUTE = "DagflowSchedulePipeline"
@@ -35,19 +38,12 @@ class Installed:
     submit_file: Path
 
 
-def _quoted_arguments(args: list[str]) -> str:
-    """HTCondor's new argument syntax: the whole list in double quotes, each argument in single quotes."""
-    for arg in args:
-        if '"' in arg or "\n" in arg:
-            raise ScheduleError(f"argument {arg!r} cannot be written into a submit file")
-    return '"' + " ".join("'" + arg.replace("'", "''") + "'" for arg in args) + '"'
-
-
-def _quoted_environment(env: dict[str, str]) -> str:
-    for name, value in env.items():
-        if '"' in value or "\n" in value:
-            raise ScheduleError(f"environment variable {name} cannot be written into a submit file")
-    return '"' + " ".join(f"{name}='" + value.replace("'", "''") + "'" for name, value in env.items()) + '"'
+def _escaped(quote: Callable[..., str], value: Any, what: str) -> str:
+    """escape.py's quoting, its refusal turned into a ScheduleError (exit 2)."""
+    try:
+        return quote(value, what)
+    except ValueError as error:
+        raise ScheduleError(f"cannot write the HTCondor schedule: {error}") from None
 
 
 def condor_config() -> str | None:
@@ -84,20 +80,22 @@ def submit_description(entry: Entry, env: dict[str, str]) -> str:
     fields = entry.cron.split(" ")
     log_stem = entry.workdir / SCHEDULE_DIR / f"{entry.name}.condor"
     args = ["-m", "dagflow", "submit", "--engine", "condor", str(entry.pipeline)]
+    path_of = escape.submit_literal
     lines = [
-        f"# dagflow schedule for {entry.pipeline}: `dagflow schedule remove` (or condor_rm) removes it",
+        f"# dagflow schedule for {literal(str(entry.pipeline), 'pipeline path')}: "
+        "`dagflow schedule remove` (or condor_rm) removes it",
         "universe          = local",
-        f"executable        = {entry.python}",
-        f"arguments         = {_quoted_arguments(args)}",
-        f"initialdir        = {entry.workdir}",
-        f"environment       = {_quoted_environment(condor_environment(env))}",
-        f"output            = {log_stem}.out",
-        f"error             = {log_stem}.err",
-        f"log               = {log_stem}.log",
+        f"executable        = {_escaped(path_of, str(entry.python), 'executable')}",
+        f'arguments         = "{_escaped(escape.arguments, args, "arguments")}"',
+        f"initialdir        = {_escaped(path_of, str(entry.workdir), 'initialdir')}",
+        f'environment       = "{_escaped(escape.environment, condor_environment(env), "environment")}"',
+        f"output            = {_escaped(path_of, f'{log_stem}.out', 'output')}",
+        f"error             = {_escaped(path_of, f'{log_stem}.err', 'error')}",
+        f"log               = {_escaped(path_of, f'{log_stem}.log', 'log')}",
         *(f"{command:<17} = {value}" for command, value in zip(CRON_COMMANDS, fields, strict=True)),
         "on_exit_remove    = false",
-        f"My.DagflowSchedule = {classad2.quote(entry.name)}",
-        f"My.{PIPELINE_ATTRIBUTE} = {classad2.quote(str(entry.pipeline))}",
+        f"My.DagflowSchedule = {_escaped(escape.classad_string, entry.name, 'schedule name')}",
+        f"My.{PIPELINE_ATTRIBUTE} = {_escaped(escape.classad_string, str(entry.pipeline), 'pipeline path')}",
         "queue",
     ]
     return "\n".join(lines) + "\n"

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from dagflow.schedule.entries import Entry, ScheduleError
+from dagflow.schedule.entries import Entry, ScheduleError, literal
 
 BEGIN, END = "# BEGIN dagflow ", "# END dagflow "
 
@@ -51,6 +51,11 @@ def cron_escape(command: str) -> str:
 
 
 def cron_line(entry: Entry, env: dict[str, str]) -> str:
+    """One crontab line; refuses (ScheduleError) any value a single line cannot hold literally."""
+    for what, value in (("pipeline path", entry.pipeline), ("interpreter path", entry.python)):
+        literal(str(value), what)
+    for name, value in env.items():
+        literal(value, f"environment variable {name}: its value")
     assignments = " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items())
     argv = ["flock", "-n", str(entry.lock), str(entry.python), "-m", "dagflow", *entry.dagflow_args()]
     command = (
@@ -61,6 +66,9 @@ def cron_line(entry: Entry, env: dict[str, str]) -> str:
 
 
 def block(pipeline: Path, lines: list[str]) -> list[str]:
+    literal(str(pipeline), "pipeline path")
+    for line in lines:
+        literal(line, "crontab line")
     return [f"{BEGIN}{pipeline}", *lines, f"{END}{pipeline}"]
 
 

@@ -4,6 +4,7 @@ the `per` axis, each with the command that runs it and where its lock and log li
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 from dagflow.errors import DagflowError
 from dagflow.schedule.cron import normalize
 from dagflow.spec.validate import Spec
+from dagflow.text import CONTROL_CHARACTERS
 
 SCHEDULE_DIR = Path(".dagflow") / "schedule"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -18,8 +20,23 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 SECRET_VARIABLES = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"})
 
 
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 class ScheduleError(DagflowError):
     pass
+
+
+def literal(value: str, what: str) -> str:
+    """value, or a ScheduleError: a newline or other control character cannot be written literally
+    into a crontab (it would start a line of its own) or a submit file."""
+    bad = CONTROL_CHARACTERS.search(value)
+    if bad:
+        raise ScheduleError(
+            f"{what} {value!r} contains the control character {bad.group()!r} at position {bad.start()}; "
+            "a schedule cannot carry line breaks or control characters: rename it or leave it out"
+        )
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +86,14 @@ def environment(passed: list[str]) -> dict[str, str]:
     if sys.prefix != sys.base_prefix:
         env["VIRTUAL_ENV"] = sys.prefix
     for name in passed:
+        if not _VARIABLE_NAME.fullmatch(name):
+            raise ScheduleError(f"--env {name!r}: not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
         if name in SECRET_VARIABLES:
             raise ScheduleError(f"--env {name}: credentials are never written into schedules; "
                                 "use a profile (AWS_PROFILE) or an instance role")
         if name not in os.environ:
             raise ScheduleError(f"--env {name}: it is not set in this shell")
-        env[name] = os.environ[name]
+        env[name] = literal(os.environ[name], f"--env {name}: its value")
     return env
 
 
@@ -84,8 +103,12 @@ def entries(spec: Spec) -> list[Entry]:
         example = 'schedule: {cron: "0 3 * * *"}'
         raise ScheduleError(f"{spec.file}: the pipeline has no schedule: block (e.g. {example})")
     cron = normalize(schedule.cron)
-    pipeline = spec.file.absolute()
+    pipeline = Path(literal(str(spec.file.absolute()), "the pipeline's path"))
+    literal(str(interpreter()), "the Python interpreter's path")
     if schedule.per is None:
         return [Entry(cron, None, pipeline, interpreter())]
     values = spec.model.matrix[schedule.per]
-    return [Entry(cron, (schedule.per, str(value)), pipeline, interpreter()) for value in values]
+    return [
+        Entry(cron, (schedule.per, literal(str(value), f"matrix value of {schedule.per}")), pipeline, interpreter())
+        for value in values
+    ]

@@ -34,6 +34,7 @@ from dagflow.spec.model import (
     StepSpec,
     VariableSpec,
 )
+from dagflow.spec.search_checks import search_diagnostics
 from dagflow.spec.templates import TemplateError, parse_template
 from dagflow.spec.units import DURATION_HELP, SIZE_HELP
 from dagflow.spec.yamlpos import Path_, Positions, dotted, load_yaml
@@ -105,6 +106,17 @@ def parse_spec(text: str, filename: str, base: Path | None = None) -> Spec:
     if checker.diagnostics or model is None:
         raise SpecError(checker.diagnostics)
     return Spec(model=model, file=(base or Path.cwd()) / Path(filename).name, positions=positions)
+
+
+def check_search(spec: Spec, filename: str | None = None) -> None:
+    """The checks `dagflow search run` makes of a search: block (SpecError with every problem found).
+
+    Not part of parse_spec: a plain run does not run trials, so a search block that could not run in
+    parallel does not stop it; `dagflow validate` and `dagflow search run` make these checks.
+    """
+    problems = search_diagnostics(spec, filename or str(spec.file))
+    if problems:
+        raise SpecError(problems)
 
 
 def closest(name: str, candidates: Iterable[str]) -> str | None:

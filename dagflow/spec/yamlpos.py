@@ -1,7 +1,8 @@
 """Load YAML into plain Python data while remembering where every key and value came from.
 
-PyYAML's composer gives nodes with marks; we build the data ourselves from those nodes so each
-value's path (e.g. ("steps", "train", "resources", "memory")) maps to its line and column.
+Nodes with marks come from our own composer (yamlcompose: limits on size and depth, for hostile
+files); we build the data ourselves from those nodes so each value's path (e.g.
+("steps", "train", "resources", "memory")) maps to its line and column.
 libyaml's CSafeLoader is used when available: it is several times faster on large files.
 """
 
@@ -14,10 +15,12 @@ import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 
 from dagflow.errors import Diagnostic, SpecError
+from dagflow.spec.yamlcompose import MAX_DEPTH, MAX_NODES, compose
 
 Path_ = tuple[str | int, ...]
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+__all__ = ["MAX_DEPTH", "MAX_NODES", "Path_", "Positions", "dotted", "load_yaml"]
 
 
 @dataclass
@@ -109,7 +112,7 @@ def dotted(path: Path_) -> str:
 def load_yaml(text: str, filename: str) -> tuple[Any, Positions]:
     """Parse one YAML document; raise SpecError with located diagnostics on any problem."""
     try:
-        root = yaml.compose(text, Loader=_Loader)
+        root = compose(yaml.parse(text, Loader=_Loader), filename)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)

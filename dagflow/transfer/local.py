@@ -3,21 +3,24 @@
 Rules, in order of importance:
 
 * A file that appears under its final name is complete. Every copy is written to a temporary file in
-  the destination directory (``.NAME.<random>.dagflow-partial``), flushed to disk, then moved into
-  place with ``os.replace``; a killed transfer leaves at most a partial file, never a short file
+  the destination directory (``.NAME.<nonce>-<tag>.dagflow-partial``), flushed to disk, then moved
+  into place with ``os.replace``; a killed transfer leaves at most a partial file, never a short file
   under the final name.
 * A destination file with the same size and the same sha256 as its source is skipped, so rerunning an
   interrupted transfer resumes: it copies only what is missing or changed.
 * It copies; it never deletes. Files in the destination that the source lacks stay where they are.
-  Partial files left by an earlier interrupted run are removed once their target is complete.
+  Partial files left by an earlier interrupted run are removed once their target is complete. A
+  partial file is recognised by its tag (a hash of the target name and the nonce), not by its suffix
+  alone: a user's own file that merely ends in ``.dagflow-partial`` is copied like any other and never
+  removed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,8 +56,39 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _partial_tag(target_name: str, nonce: str) -> str:
+    return hashlib.sha256(f"dagflow-partial\0{target_name}\0{nonce}".encode()).hexdigest()[:16]
+
+
+def partial_name(target_name: str, nonce: str) -> str:
+    """The name of a temporary file that becomes target_name when complete."""
+    return f".{target_name}.{nonce}-{_partial_tag(target_name, nonce)}{PARTIAL_SUFFIX}"
+
+
+def partial_target(name: str) -> str | None:
+    """The target name a partial file made by a transfer was for; None for any other name."""
+    if not name.startswith(".") or not name.endswith(PARTIAL_SUFFIX):
+        return None
+    target, _, token = name[1 : -len(PARTIAL_SUFFIX)].rpartition(".")
+    nonce, _, tag = token.partition("-")
+    if target and nonce and tag == _partial_tag(target, nonce):
+        return target
+    return None
+
+
 def is_partial(path: Path) -> bool:
-    return path.name.endswith(PARTIAL_SUFFIX)
+    """Whether path is a transfer's temporary file (not merely a name ending in the suffix)."""
+    return partial_target(path.name) is not None
+
+
+def open_partial(target: Path, mode: int = 0o600) -> tuple[int, Path]:
+    """Create a new, empty partial file for target: (file descriptor, path)."""
+    while True:
+        path = target.with_name(partial_name(target.name, secrets.token_hex(6)))
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), path
+        except FileExistsError:  # a nonce collision: practically never
+            continue
 
 
 def same_content(src: Path, dst: Path) -> bool:
@@ -71,8 +105,7 @@ def same_content(src: Path, dst: Path) -> bool:
 def copy_atomic(src: Path, dst: Path) -> int:
     """Copy src to dst through a temporary file in dst's directory; return the bytes written."""
     dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=PARTIAL_SUFFIX, dir=dst.parent)
-    tmp = Path(tmp_name)
+    fd, tmp = open_partial(dst)
     try:
         with src.open("rb") as reader, os.fdopen(fd, "wb") as writer:
             shutil.copyfileobj(reader, writer, _CHUNK)
@@ -101,9 +134,10 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def _remove_stale_partials(dst: Path) -> None:
-    """Remove partial files an earlier interrupted copy of dst left behind."""
+    """Remove partial files an earlier interrupted copy of dst left behind (only those a transfer made)."""
     for stale in dst.parent.glob(f".{glob_escape(dst.name)}.*{PARTIAL_SUFFIX}"):
-        stale.unlink(missing_ok=True)
+        if partial_target(stale.name) == dst.name:
+            stale.unlink(missing_ok=True)
 
 
 def glob_escape(name: str) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -27,21 +26,33 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ProxyConnectionError,
+)
 
 from dagflow.transfer.local import (
-    PARTIAL_SUFFIX,
     SyncResult,
     TransferError,
     _fsync_dir,
     _remove_stale_partials,
     _source_files,
+    open_partial,
     sha256_of,
 )
 from dagflow.transfer.progress import Progress
 from dagflow.transfer.redact import redact
 from dagflow.transfer.retry import IntegrityError, causes, error_code, retrying
-from dagflow.transfer.s3client import S3TransferError, TransferOptions, make_client, transfer_config
+from dagflow.transfer.s3client import (
+    S3TransferError,
+    S3UnreachableError,
+    TransferOptions,
+    make_client,
+    transfer_config,
+)
 from dagflow.transfer.s3url import S3Location
 
 SHA256_METADATA = "dagflow-sha256"
@@ -65,6 +76,20 @@ def describe(error: BaseException) -> str:
     else:
         text = str(error) or type(error).__name__
     return redact(" ".join(text.split()))
+
+
+def is_unreachable(error: BaseException) -> bool:
+    """Whether no connection to the endpoint could be made at all (not a failure mid-request)."""
+    return any(
+        isinstance(item, EndpointConnectionError | ConnectTimeoutError | ProxyConnectionError) for item in causes(error)
+    )
+
+
+def s3_error(what: str, error: BaseException) -> S3TransferError:
+    """The error to raise for a failed request: unreachable (exit 3) or any other S3 failure (exit 1)."""
+    if is_unreachable(error):
+        return S3UnreachableError(f"S3 is unreachable: {what}: {describe(error)}")
+    return S3TransferError(f"{what}: {describe(error)}")
 
 
 def md5_of(path: Path) -> str:
@@ -146,6 +171,11 @@ class _Sync:
                 raise
         if failures:
             failures.sort(key=lambda item: item[0])
+            if all(is_unreachable(error) for _, error in failures):
+                raise S3UnreachableError(
+                    f"S3 is unreachable; {len(failures)} of {len(jobs)} files not copied ({self.result.files} done;"
+                    f" rerun to resume): {describe(failures[0][1])}"
+                )
             lines = [f"  {name}: {describe(error)}" for name, error in failures[:MAX_REPORTED_FAILURES]]
             if len(failures) > MAX_REPORTED_FAILURES:
                 lines.append(f"  ... and {len(failures) - MAX_REPORTED_FAILURES} more")
@@ -161,7 +191,7 @@ def _call(what: str, call: Callable[[], Any]) -> Any:
     try:
         return call()
     except (ClientError, BotoCoreError) as error:
-        raise S3TransferError(f"{what}: {describe(error)}") from None
+        raise s3_error(what, error) from None
 
 
 # --- download -------------------------------------------------------------------------------------
@@ -253,8 +283,7 @@ def _download_one(sync: _Sync, bucket: str, obj: RemoteObject, target: Path, mod
         if target.is_dir():
             raise TransferError(f"cannot copy s3://{bucket}/{obj.key} over directory {target}")
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=PARTIAL_SUFFIX, dir=target.parent)
-        tmp = Path(tmp_name)
+        fd, tmp = open_partial(target)
         try:
             with os.fdopen(fd, "wb") as handle:
                 os.fchmod(handle.fileno(), mode)
@@ -284,6 +313,22 @@ def _download_one(sync: _Sync, bucket: str, obj: RemoteObject, target: Path, mod
 
 
 def upload(src: Path, dst: S3Location, *, options: TransferOptions, progress: Progress) -> SyncResult:
+    files = _upload_files(src, dst)
+    started = time.time()
+    sync = _Sync(options, progress)
+    existing = {obj.key: obj.size for obj in list_objects(sync.client, dst)} if src.is_dir() else None
+    abort_stale_uploads(sync.client, dst.bucket, {key for _, key in files}, started)
+    progress.set_total(len(files), sum(path.stat().st_size for path, _ in files))
+
+    def job(path: Path, key: str) -> Callable[[], None]:
+        return lambda: _upload_one(sync, path, dst.bucket, key, existing)
+
+    sync.run_all([(f"s3://{dst.bucket}/{key}", job(path, key)) for path, key in files])
+    return sync.result
+
+
+def _upload_files(src: Path, dst: S3Location) -> list[tuple[Path, str]]:
+    """(local file, object key) for everything an upload of src to dst writes."""
     if src.is_dir():
         files = [(src / relative, dst.child(relative.as_posix()).key) for relative in _source_files(src)]
     elif src.is_file():
@@ -294,15 +339,7 @@ def upload(src: Path, dst: S3Location, *, options: TransferOptions, progress: Pr
         raise TransferError(f"source {src} does not exist")
     if any(not key for _, key in files):
         raise TransferError(f"destination {dst} names no object key")
-    sync = _Sync(options, progress)
-    existing = {obj.key: obj.size for obj in list_objects(sync.client, dst)} if src.is_dir() else None
-    progress.set_total(len(files), sum(path.stat().st_size for path, _ in files))
-
-    def job(path: Path, key: str) -> Callable[[], None]:
-        return lambda: _upload_one(sync, path, dst.bucket, key, existing)
-
-    sync.run_all([(f"s3://{dst.bucket}/{key}", job(path, key)) for path, key in files])
-    return sync.result
+    return files
 
 
 def _upload_one(sync: _Sync, path: Path, bucket: str, key: str, existing: dict[str, int] | None) -> None:
@@ -317,7 +354,6 @@ def _upload_one(sync: _Sync, path: Path, bucket: str, key: str, existing: dict[s
                 sync.count(copied=False, size=size)
                 return
     digest = sha256_of(path)
-    started = time.time()
 
     def put(callback: Callable[[int], None]) -> None:
         client.upload_file(
@@ -326,19 +362,37 @@ def _upload_one(sync: _Sync, path: Path, bucket: str, key: str, existing: dict[s
         )
 
     sync.with_retries(key, put)
-    if size >= sync.options.multipart_threshold:
-        _abort_stale_uploads(client, bucket, key, started)
     sync.count(copied=True, size=size)
 
 
-def _abort_stale_uploads(client: Any, bucket: str, key: str, before: float) -> None:
-    """Abort multipart uploads of this key that a killed earlier transfer left unfinished: S3 keeps
-    (and bills) their parts until then. Best effort: without the permission, they stay."""
+def common_prefix(keys: set[str]) -> str:
+    """The longest prefix of every key, cut back to a '/' so the listing stays inside one 'folder'."""
+    first, last = min(keys), max(keys)  # the common prefix of all keys is that of the two extremes
+    pairs = zip(first, last, strict=False)
+    same = next((index for index, (a, b) in enumerate(pairs) if a != b), min(len(first), len(last)))
+    prefix = first[:same]
+    return prefix if len(keys) == 1 else prefix[: prefix.rfind("/") + 1]
+
+
+def abort_stale_uploads(client: Any, bucket: str, keys: set[str], before: float) -> int:
+    """Abort the unfinished multipart uploads that earlier, killed transfers left for these keys: S3 keeps
+    (and bills) their parts until then. Only uploads of a key this transfer writes, begun before this
+    transfer started, are aborted: other keys' uploads, and any begun since, belong to other writers.
+    Best effort: without the permission to list or abort, they stay. Returns how many were aborted."""
+    if not keys:
+        return 0
+    aborted = 0
     try:
-        listing = client.list_multipart_uploads(Bucket=bucket, Prefix=key)
-        for upload in listing.get("Uploads", ()):
-            initiated = upload.get("Initiated")
-            if upload.get("Key") == key and initiated is not None and initiated.timestamp() < before:
-                client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload["UploadId"])
-    except (ClientError, BotoCoreError):
+        paginator = client.get_paginator("list_multipart_uploads")
+        for page in paginator.paginate(Bucket=bucket, Prefix=common_prefix(keys)):
+            for upload in page.get("Uploads", ()):
+                initiated = upload.get("Initiated")
+                if upload.get("Key") in keys and initiated is not None and initiated.timestamp() < before:
+                    client.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+                    aborted += 1
+    except ClientError:
         pass
+    except BotoCoreError as error:
+        if is_unreachable(error):
+            raise s3_error(f"cannot list unfinished uploads in s3://{bucket}", error) from None
+    return aborted

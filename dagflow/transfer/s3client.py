@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
-from dagflow.errors import DagflowError
+from dagflow.errors import EXIT_UNREACHABLE, DagflowError
+from dagflow.transfer.redact import redact
 from dagflow.transfer.retry import Backoff
 
 MB = 1024 * 1024
@@ -22,6 +24,19 @@ class S3TransferError(DagflowError):
     """S3 said no, or could not be reached: a runtime failure (exit 1), not bad input."""
 
     exit_code = 1
+
+
+class S3UnreachableError(S3TransferError):
+    """No connection to the S3 endpoint could be made: a network or endpoint problem (exit 3)."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+class S3ConfigError(DagflowError):
+    """The AWS settings cannot work (endpoint, region, profile, credentials): bad input (exit 2)."""
+
+
+ENDPOINT_SOURCES = "AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL or the profile's endpoint_url"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +58,17 @@ class TransferOptions:
 
 
 def make_client(options: TransferOptions) -> Any:
+    """An S3 client; AWS settings that cannot work raise S3ConfigError with one redacted line."""
     import boto3
     from botocore.config import Config
+    from botocore.exceptions import BotoCoreError
 
-    session = boto3.session.Session()
-    if session.get_credentials() is None:
+    try:
+        session = boto3.session.Session()
+        credentials = session.get_credentials()
+    except BotoCoreError as error:  # e.g. ProfileNotFound, PartialCredentialsError
+        raise S3ConfigError(f"bad AWS settings: {_one_line(error)}") from None
+    if credentials is None:
         raise S3TransferError(
             "no AWS credentials found (looked in the standard places: environment variables, "
             "~/.aws/credentials and config profiles, container and instance roles)"
@@ -58,7 +79,29 @@ def make_client(options: TransferOptions) -> Any:
         connect_timeout=10,
         read_timeout=60,
     )
-    return session.client("s3", config=config)
+    try:
+        client = session.client("s3", config=config)
+    except BotoCoreError as error:  # e.g. InvalidRegionError (a ValueError too, so caught first)
+        raise S3ConfigError(f"bad AWS settings: {_one_line(error)}") from None
+    except ValueError as error:  # botocore's "Invalid endpoint: <url>"
+        raise S3ConfigError(f"bad S3 endpoint ({ENDPOINT_SOURCES}): {_one_line(error)}") from None
+    check_endpoint(client.meta.endpoint_url)
+    return client
+
+
+def check_endpoint(url: str) -> None:
+    """Refuse an endpoint botocore accepts but cannot connect to (a port out of range, no host)."""
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:
+        valid = False
+    if not valid:
+        raise S3ConfigError(f"bad S3 endpoint ({ENDPOINT_SOURCES}): {redact(url)} is not an http(s) URL with a host")
+
+
+def _one_line(error: BaseException) -> str:
+    return redact(" ".join(str(error).split()))
 
 
 def transfer_config(options: TransferOptions) -> Any:

@@ -22,7 +22,7 @@ from dagflow.engines.condor.schedd import ScheddTarget, dagman_description, remo
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
-from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
+from dagflow.run.layout import DEFAULT_RUNS_DIR, DRY_RUN_FILE, RunLayout
 from dagflow.run.status import RUN_RUNNING, RunStatus
 
 
@@ -96,10 +96,14 @@ def submit_prepared(prepared: Prepared, dry_run: bool = False, rescue: int | Non
         options["DoRescueFrom"] = rescue
     description = dagman_description(prepared.dag, options)
     text = str(description)
+    marker = prepared.layout.run_dir / DRY_RUN_FILE
     if dry_run:
+        if not prepared.record.submissions:
+            marker.touch()  # compiled to be looked at: not `latest` until `dagflow resubmit` submits it
         return Submission(prepared, text, None, rescue)
     cluster = submit_dagman(prepared.target, description, prepared.dag.parent)
     prepared.record.add_submission(prepared.layout.run_dir, cluster, rescue)
+    marker.unlink(missing_ok=True)
     prepared.layout.mark_latest()
     return Submission(prepared, text, cluster, rescue)
 

@@ -1,0 +1,41 @@
+"""`latest` is the user's most recent run: a search's trial runs never become it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_search_scheduler_support import search_cli, write_pipeline
+
+from dagflow.run.layout import LATEST_FILE
+
+
+def test_search_trials_do_not_become_latest(tmp_path: Path) -> None:
+    pipeline = write_pipeline(tmp_path / "p", budget=2, parallel=1)
+    runs = tmp_path / ".dagflow" / "runs"
+    runs.mkdir(parents=True)
+    (runs / LATEST_FILE).write_text("my-own-run\n")
+    result = search_cli("run", str(pipeline), "--poll", "0.05", "--seed", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (runs / "quad-t2" / "plan.json").is_file()
+    assert (runs / LATEST_FILE).read_text() == "my-own-run\n"
+
+
+def test_a_dry_run_never_becomes_latest(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "p.yaml").write_text("name: tiny\nsteps:\n  hello:\n    command: python -c \"print('hi')\"\n")
+
+    def dagflow(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "dagflow", *args], cwd=tmp_path, capture_output=True, text=True)
+
+    ran = dagflow("run", "p.yaml", "--run-id", "real")
+    assert ran.returncode == 0, ran.stderr
+    dry = dagflow("submit", "p.yaml", "--run-id", "looked-at", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    runs = tmp_path / ".dagflow" / "runs"
+    assert (runs / "looked-at" / "plan.json").is_file()
+    (runs / LATEST_FILE).unlink()  # the fallback: the newest run directory that is a run of the user's
+    status = dagflow("status", "--json")
+    assert json.loads(status.stdout)["run_id"] == "real", status.stdout + status.stderr
