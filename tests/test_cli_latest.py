@@ -39,3 +39,25 @@ def test_a_dry_run_never_becomes_latest(tmp_path: Path) -> None:
     (runs / LATEST_FILE).unlink()  # the fallback: the newest run directory that is a run of the user's
     status = dagflow("status", "--json")
     assert json.loads(status.stdout)["run_id"] == "real", status.stdout + status.stderr
+
+
+def test_logs_of_a_cached_node_come_from_the_run_that_ran_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "p.yaml").write_text("name: tiny\nsteps:\n  hello:\n    command: python -c \"print('from the first run')\"\n")
+
+    def dagflow(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "dagflow", *args], cwd=tmp_path, capture_output=True, text=True)
+
+    assert dagflow("run", "p.yaml", "--run-id", "first").returncode == 0
+    assert dagflow("run", "p.yaml", "--run-id", "second").returncode == 0  # hello is cached here
+    logs = dagflow("logs", "latest", "hello")
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout == "from the first run\n"
+    assert "cached in run second: output of run first" in logs.stderr
+    import shutil
+
+    shutil.rmtree(tmp_path / ".dagflow" / "runs" / "first")
+    gone = dagflow("logs", "second", "hello")
+    assert gone.returncode == 2 and "no run" in gone.stderr and "Traceback" not in gone.stderr

@@ -143,10 +143,13 @@ def test_status_and_logs_of_a_finished_run(tmp_path: Path) -> None:
 def test_bad_input_exits_2_without_a_traceback(tmp_path: Path) -> None:
     gpu = step("gpu", resources=Resources(memory_mb=16, gpus=2))
     plan = write_plan(tmp_path, [node("g", "gpu", "touch ran")], steps=[gpu])
+    from dagflow.engines.local.devices import present_devices
+
     cases = [
-        (["run", str(plan), "--gpus", "0"], "needs 2 GPUs"),
+        # --gpus naming a device this machine lacks is refused; with GPU 0 present, the plan needs two.
+        (["run", str(plan), "--gpus", "0"], "needs 2 GPUs" if "0" in present_devices() else "no GPU 0 on this machine"),
         (["run", str(plan), "--gpus", "zero"], "not a GPU index"),
-        (["run", str(plan), "--gpus", "0,1", "--force", "nope"], "no such step or node"),
+        (["run", str(plan), "--force", "nope"], "no such step or node"),
         (["run", str(tmp_path / "missing.yaml")], "no such file"),
         (["run", "--resume", "nope"], "no run 'nope'"),
         (["run"], "give a pipeline file"),

@@ -16,8 +16,8 @@ from dagflow.cli.submit_cmds import EngineName
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.ids import new_run_id, validate_run_id
-from dagflow.run.journal import read_journal
-from dagflow.run.layout import DEFAULT_RUNS_DIR, RunNotFoundError, find_run
+from dagflow.run.journal import CACHED, read_journal
+from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, RunNotFoundError, find_run
 
 
 class UsageError(DagflowError):
@@ -127,6 +127,10 @@ def run_command(
                 raise UsageError("give a pipeline file to run, or --resume RUN_ID")
             if run_id is not None:
                 validate_run_id(run_id)
+            if gpus is not None:
+                from dagflow.engines.local.devices import check_devices
+
+                check_devices(gpus)  # a device that is not here is bad input, not a slot to wait for
             result = run_local(_load_plan(pipeline, run_id), options)
     except DagflowError as error:
         fail(error)
@@ -159,6 +163,20 @@ def status_command(
     print_status(status, show_all, _runs_dir_hint(runs_dir))
 
 
+def _cached_from(layout: RunLayout, node: str, key: str) -> RunLayout:
+    """The run whose output a cached node reuses (said on stderr), or an error saying it is gone."""
+    from dagflow.run.provenance import producing_run
+
+    producer = producing_run(layout, node, key)
+    if producer is None:
+        raise RunNotFoundError(
+            f"node {node} was cached in run {layout.run_id} (unchanged since an earlier run), and no run "
+            f"under {layout.runs_dir} that ran it is left"
+        )
+    print(f"# {node} was cached in run {layout.run_id}: output of run {producer.run_id}", file=sys.stderr)
+    return producer
+
+
 @app.command("logs")
 def logs_command(
     run_id: Annotated[str, typer.Argument(help="Run id, or 'latest'.")],
@@ -174,6 +192,9 @@ def logs_command(
             close = get_close_matches(node, list(plan.nodes), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise RunNotFoundError(f"run {layout.run_id} has no node {node!r}{hint}")
+        record = read_journal(layout.journal_path).nodes.get(node)
+        if record is not None and record.state == CACHED and record.key:
+            layout = _cached_from(layout, node, record.key)
         path = layout.stderr_path(node) if err else layout.stdout_path(node)
         if not path.is_file():
             record = read_journal(layout.journal_path).nodes.get(node)
