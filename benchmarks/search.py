@@ -17,6 +17,15 @@ Rows (all in one run, same problems, same seeds):
                     what a current batch engine achieves. Opt-in (`--only botorch`, about 6 minutes on 2
                     cores; needs `pip install botorch`), because it is slow.
 
+  noisy / constrained  Spearmint-style problems (`--only noisy,constrained`, also in the default run), in a
+                    table of their own, dagflow gp one trial at a time:
+    branin+noise    Branin plus Gaussian noise (sd 10) under a GAUSSIAN likelihood; regret = the TRUE value of
+                    the point the search reports (lowest posterior mean) - 0.397887. The "lowest draw" row
+                    reports the lowest noisy observation instead, as a likelihood-blind search does.
+    constrained     Branin subject to x1 + x2 >= 14 (a CONSTRAINT task, feasible where >= 0), which cuts
+                    off all three of Branin's minima; regret = the best feasible value found - the
+                    constrained minimum (computed once, by SLSQP from a grid of starts).
+
 Regret = best value found so far - the known minimum (Branin 0.397887, Hartmann6 -3.32237). The table
 gives the median and the interquartile range over the seeds. It also times one dagflow suggestion
 with 200 observations in the Hartmann6 space.
@@ -122,6 +131,15 @@ CONFIGS: dict[str, tuple[str, int, str]] = {
     "botorch": ("botorch", 1, "sync"),
     "botorch b8": ("botorch", 8, "sync"),
 }
+# Spearmint-style rows (their own problems and table): label -> (kind, likelihood)
+SPEARMINT_ROWS: dict[str, tuple[str, str | None]] = {
+    "gp noisy": ("noisy", "GAUSSIAN"),
+    "gp noisy, lowest draw": ("noisy", None),
+    "gp constrained": ("constrained", None),
+    "random constrained": ("constrained", "random"),
+}
+NOISE_SD = 10.0
+CONSTRAINT_SUM = 14.0
 # Engines left out of the default run: named in --only, they run.
 OPT_IN = {"botorch"}
 # Rows that run the same engine as "dagflow gp" with trials in flight: the issue's batch target compares them
@@ -152,6 +170,72 @@ def run_dagflow(problem_name: str, engine: str, batch: int, seed: int, budget: i
             for point in points:
                 observations.append(Observation(point, problem.evaluate(point)))
     return [float(o.value) for o in observations]  # type: ignore[arg-type]
+
+
+def constraint(x: Sequence[float]) -> float:
+    return float(x[0] + x[1] - CONSTRAINT_SUM)
+
+
+def constrained_minimum() -> float:
+    from scipy.optimize import minimize
+
+    best = math.inf
+    for x1 in np.linspace(-5, 10, 7):
+        for x2 in np.linspace(0, 15, 7):
+            result = minimize(
+                branin, [x1, x2], method="SLSQP", bounds=PROBLEMS["branin"].bounds,
+                constraints=[{"type": "ineq", "fun": constraint}],
+            )  # fmt: skip
+            if result.success and constraint(result.x) >= -1e-9:
+                best = min(best, float(result.fun))
+    return best
+
+
+def run_spearmint_row(label: str, seed: int, budget: int) -> list[float]:
+    """Regret after each evaluation of the point the search would report at that moment."""
+    from dagflow.search import Observation, make_optimizer
+    from dagflow.search.gp_ei import recommend
+
+    kind, setting = SPEARMINT_ROWS[label]
+    problem = PROBLEMS["branin"]
+    space = problem.space()
+    rng = np.random.default_rng(seed + 1000)
+    engine = "random" if setting == "random" else "gp"
+    likelihood = setting if setting == "GAUSSIAN" else None
+    constraints = {"c": None} if kind == "constrained" else None
+    optimizer = make_optimizer(space, engine, seed=seed, likelihood=likelihood, constraints=constraints)
+    minimum = constrained_minimum() if kind == "constrained" else problem.minimum
+    observations: list[Observation] = []
+    regret: list[float] = []
+    while len(observations) < budget:
+        for point in optimizer.suggest(1, observations, []):
+            x = [float(point[f"x{i}"]) for i in range(2)]
+            value = branin(x) + (rng.normal(0.0, NOISE_SD) if kind == "noisy" else 0.0)
+            outputs = {"c": constraint(x)} if kind == "constrained" else None
+            observations.append(Observation(point, value, outputs))
+            chosen = recommend(space, observations, likelihood, seed)
+            if chosen is None:
+                regret.append(math.inf)
+            else:
+                regret.append(problem.evaluate(dict(observations[chosen].params)) - minimum)
+    return regret
+
+
+def spearmint_table(labels: list[str], seeds: list[int], budget: int, workers: int) -> None:
+    at = [20, budget]
+    jobs = [(label, seed, budget) for label in labels for seed in seeds]
+    with ProcessPoolExecutor(workers) as pool:
+        outcomes = list(pool.map(_spearmint_job, jobs))
+    print(f"\nSpearmint-style rows: regret of the reported best after {at[0]} and {at[1]} evaluations, "
+          f"median [25%, 75%] over {len(seeds)} seeds (inf: no feasible point yet)")
+    for label in labels:
+        runs = [regret for (row, _, _), regret in zip(jobs, outcomes, strict=True) if row == label]
+        cells = [f"{_fmt([run[k - 1] for run in runs]):>31}" for k in at]
+        print(f"{label:<24}" + "".join(cells))
+
+
+def _spearmint_job(args: tuple[str, int, int]) -> list[float]:
+    return run_spearmint_row(*args)
 
 
 def run_gpyopt(problem_name: str, seed: int, budget: int) -> list[float]:
@@ -321,8 +405,15 @@ def main(argv: list[str] | None = None) -> int:
         label for label, (engine, _, _) in CONFIGS.items()
         if (engine in wanted if wanted is not None else engine not in OPT_IN)
     ]
+    spearmint_labels = [
+        label for label, (kind, _) in SPEARMINT_ROWS.items() if wanted is None or kind in wanted
+    ]
     at = [20, args.budget]
 
+    if spearmint_labels:
+        spearmint_table(spearmint_labels, seeds, args.budget, args.jobs)
+    if not labels:
+        return 0
     results: dict[tuple[str, str], list[list[float]]] = {}
     notes: dict[str, str] = {}
     elapsed: dict[str, float] = {}

@@ -33,7 +33,9 @@ def main(job_id, params):
     seen = {
         "job_id": job_id,
         "cwd": os.getcwd(),
-        "types": {name: type(value).__name__ for name, value in params.items()},
+        "types": {name: "ndarray" if isinstance(value, np.ndarray) else type(value).__name__
+                  for name, value in params.items()},
+        "scalars": [float(params["x"][:1]), int(params["k"]), list(range(params["k"])), "%.2f" % params["k"]],
         "dtypes": {name: str(value.dtype) for name, value in params.items() if isinstance(value, np.ndarray)},
         "lengths": {name: len(value) for name, value in params.items()},
         "act": params["act"],
@@ -89,6 +91,8 @@ def test_float_result_and_the_calling_convention(experiment: Path) -> None:
     assert seen["dtypes"]["x"] == "float64" and seen["dtypes"]["k"].startswith("int")
     assert seen["lengths"] == {"x": 2, "k": 1, "act": 2}
     assert seen["act"] == ["tanh", "relu"]
+    # size-1 arrays also work as scalars, as they did under the numpy of Spearmint's time
+    assert seen["scalars"] == [0.5, 1, [0], "1.00"]
 
 
 def test_dict_result_takes_the_main_task(experiment: Path) -> None:
@@ -100,7 +104,7 @@ def test_dict_result_takes_the_main_task(experiment: Path) -> None:
 
 
 @pytest.mark.parametrize(("k", "error"), [(3, "the objective is nan"), (4, "RuntimeError: training diverged"),
-                                          (5, "without the objective task 'main'")])
+                                          (5, "without the task(s) 'main'")])
 def test_nan_exceptions_and_missing_objectives_break_the_job(experiment: Path, k: int, error: str) -> None:
     process, result = run(experiment, 3, params(k))
     assert process.returncode == 1

@@ -56,6 +56,17 @@ GraceOption = Annotated[
     str, typer.Option("--start-grace", help="How long a submitted trial may take to start before it counts as lost.")
 ]
 JobsOption = Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Local engine: nodes of a trial at once.")]
+GpusOption = Annotated[
+    str | None, typer.Option("--gpus", help="Local engine: GPU devices trials use, e.g. 0,1 [default: nvidia-smi].")
+]
+IdenticalFailuresOption = Annotated[
+    int,
+    typer.Option(
+        "--max-identical-failures",
+        min=0,
+        help="Stop the search (exit 3) after this many trials in a row failed with the same error; 0: never.",
+    ),
+]
 RunsDirOption = Annotated[Path, typer.Option("--runs-dir", help="Where trial runs live.", file_okay=False)]
 DbOption = Annotated[Path, typer.Option("--db", help="The search database (SQLite).", dir_okay=False)]
 
@@ -90,6 +101,8 @@ def _options(
     start_grace: str,
     jobs: int | None,
     runs_dir: Path,
+    gpus: str | None = None,
+    max_identical_failures: int = 3,
 ) -> SchedulerOptions:
     from dagflow.run.ids import validate_run_id
     from dagflow.search.scheduler import SchedulerOptions
@@ -99,6 +112,12 @@ def _options(
         raise EngineChoiceError(f"--engine: unknown engine {engine!r}; choose one of {', '.join(engine_names())}")
     if name is not None:
         validate_run_id(name)  # trial run ids start with it
+    if gpus is not None:
+        from dagflow.engines.local.devices import check_devices
+
+        if engine != "local":
+            raise SearchUsageError(f"--gpus is for the local engine; the {engine} engine's scheduler picks devices")
+        check_devices(gpus)
     return SchedulerOptions(
         engine=engine,
         name=name,
@@ -110,6 +129,8 @@ def _options(
         start_grace_s=_duration("--start-grace", start_grace),
         jobs=jobs,
         runs_dir=runs_dir,
+        gpus=gpus,
+        max_identical_failures=max_identical_failures,
     )
 
 
@@ -133,11 +154,14 @@ def search_callback(
     trial_timeout: TimeoutOption = "7d",
     start_grace: GraceOption = "2m",
     jobs: JobsOption = None,
+    max_identical_failures: IdenticalFailuresOption = 3,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Bayesian hyperparameter search. With --spearmint DIR: run a Spearmint experiment the Spearmint
-    way, main(job_id, params) once per job with job ids from 1, each job a run on the chosen engine."""
+    way, main(job_id, params) once per job with job ids from 1, each job a run on the chosen engine.
+    Exit status: 0 done, 1 no trial succeeded (or none satisfied the constraints), 2 bad input (or an
+    experiment dagflow cannot run: MATLAB, spearmint-lite), 3 stopped after identical failures, 130 stopped."""
     if ctx.invoked_subcommand is not None:
         if spearmint is not None:
             fail(SearchUsageError("--spearmint runs an experiment by itself: give no subcommand with it"))
@@ -152,7 +176,10 @@ def search_callback(
     try:
         if not directory.is_dir():
             raise SearchUsageError(f"--spearmint {directory}: no such directory")
-        options = _options(engine, name, None, None, seed, poll, trial_timeout, start_grace, jobs, runs_dir)
+        options = _options(
+            engine, name, None, None, seed, poll, trial_timeout, start_grace, jobs, runs_dir,
+            max_identical_failures=max_identical_failures,
+        )  # fmt: skip
         code = _run_search(
             lambda: SpearmintTrials(load_experiment(directory), budget=budget, parallel=parallel, optimizer=optimizer),
             options,
@@ -175,6 +202,8 @@ def run_command(
     trial_timeout: TimeoutOption = "7d",
     start_grace: GraceOption = "2m",
     jobs: JobsOption = None,
+    gpus: GpusOption = None,
+    max_identical_failures: IdenticalFailuresOption = 3,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     db: DbOption = DEFAULT_DB,
 ) -> None:
@@ -183,7 +212,7 @@ def run_command(
     Each trial is a run of the pipeline (one region's sub-DAG with `per: region`) with the trial's
     params, named <search>-t<N>[-<region>]. Ctrl-C cancels running trials; after Ctrl-C or a crash, the
     same command continues the search. Exit status: 0 done, 1 a region had no successful trial,
-    2 bad input, 130 stopped.
+    2 bad input, 3 stopped after --max-identical-failures trials in a row failed alike, 130 stopped.
     """
     from dagflow.search.trials import PipelineTrials
     from dagflow.spec import load_spec
@@ -191,7 +220,10 @@ def run_command(
     try:
         if not pipeline.is_file():
             raise SearchUsageError(f"{pipeline}: no such file")
-        options = _options(engine, name, budget, parallel, seed, poll, trial_timeout, start_grace, jobs, runs_dir)
+        options = _options(
+            engine, name, budget, parallel, seed, poll, trial_timeout, start_grace, jobs, runs_dir, gpus,
+            max_identical_failures,
+        )  # fmt: skip
         code = _run_search(lambda: PipelineTrials(load_spec(pipeline)), options, db)
     except DagflowError as error:
         fail(error)

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,12 +27,19 @@ _LAZY = {
 ENGINES = ("gp", "random", "gp-optuna", "tpe-optuna")
 
 
-def make_optimizer(space: SearchSpace, engine: str = "gp", seed: int = 0) -> Optimizer:
-    """An optimiser by name: gp (default), random, or the optional Optuna ones (gp-optuna, tpe-optuna)."""
+def make_optimizer(
+    space: SearchSpace,
+    engine: str = "gp",
+    seed: int = 0,
+    likelihood: str | None = None,
+    constraints: Mapping[str, str | None] | None = None,
+) -> Optimizer:
+    """An optimiser by name: gp (default), random, or the optional Optuna ones (gp-optuna, tpe-optuna).
+    Only gp models a likelihood (GAUSSIAN, NOISELESS) and constraints; the others ignore them."""
     if engine == "gp":
         from dagflow.search.gp_ei import GPEI
 
-        return GPEI(space, seed=seed)
+        return GPEI(space, seed=seed, likelihood=likelihood, constraints=constraints)
     if engine == "random":
         from dagflow.search.random_search import RandomSearch
 

@@ -57,18 +57,47 @@ def maximise_log_ei(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Score random candidates, polish the best `starts` of them with L-BFGS-B (all in one problem),
     and return every point (polished and candidates) with its log EI, best first."""
-    scores = log_ei(model, candidates, best)
+    return maximise(
+        lambda rows: log_ei(model, rows, best), lambda rows: log_ei_with_gradient(model, rows, best), candidates,
+        starts, maxiter,
+    )  # fmt: skip
 
-    def negative_log_ei(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        values, grad = log_ei_with_gradient(model, rows, best)
+
+def maximise(
+    score: Callable[[np.ndarray], np.ndarray],
+    score_with_gradient: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    candidates: np.ndarray,
+    starts: int = 8,
+    maxiter: int = 200,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Any acquisition: the candidates and the polished best `starts` of them, with their scores, best first."""
+    scores = score(candidates)
+
+    def negative(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values, grad = score_with_gradient(rows)
         return -values, -grad
 
-    polished = _polish(candidates[np.argsort(-scores)[:starts]], negative_log_ei, maxiter)
+    polished = _polish(candidates[np.argsort(-scores)[:starts]], negative, maxiter)
     points = np.vstack([polished, candidates])
-    values = np.concatenate([log_ei(model, polished, best), scores])
+    values = np.concatenate([score(polished), scores])
     values[~np.isfinite(values)] = -np.inf
     order = np.argsort(-values, kind="stable")
     return points[order], values[order]
+
+
+def log_feasibility(model: GPModel, xq: np.ndarray, threshold: float) -> np.ndarray:
+    """log P(c(x) >= threshold) under a constraint's GP (standardised units)."""
+    mean, sd = model.predict(xq)
+    return log_ndtr((mean - threshold) / sd)
+
+
+def log_feasibility_with_gradient(model: GPModel, xq: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    mean, sd, dmean, dsd = model.predict_with_gradient(xq)
+    z = (mean - threshold) / sd
+    log_cdf = log_ndtr(z)
+    ratio = np.exp(-0.5 * z * z - _LOG_SQRT_2PI - log_cdf)  # phi(z) / Phi(z)
+    dz = (dmean - z[:, None] * dsd) / sd[:, None]
+    return log_cdf, ratio[:, None] * dz
 
 
 def minimise_mean(

@@ -29,6 +29,23 @@ NOISE_BOUNDS = (1e-6, 1e-1)
 LENGTH_SCALE_PRIOR = (-1.2, 0.7)
 AMPLITUDE_PRIOR_SD = 1.0
 NOISE_PRIOR_SD = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseModel:
+    """Bounds and log-normal prior (mean, sd of the log) of the noise variance, in standardised units."""
+
+    bounds: tuple[float, float]
+    prior: tuple[float, float]
+
+
+# dagflow's default: learned, but held near its floor (most objectives dagflow tunes are close to deterministic).
+DEFAULT_NOISE = NoiseModel(NOISE_BOUNDS, (float(np.log(NOISE_BOUNDS[0])), NOISE_PRIOR_SD))
+# Spearmint's GAUSSIAN likelihood: a learned noise term free to take most of the variance.
+GAUSSIAN_NOISE = NoiseModel((1e-6, 10.0), (float(np.log(0.1)), 2.0))
+# Spearmint's NOISELESS: a fixed, near-zero nugget.
+NOISELESS = NoiseModel((1e-6, 1e-6), (float(np.log(1e-6)), 1.0))
+NOISE_MODELS = {None: DEFAULT_NOISE, "GAUSSIAN": GAUSSIAN_NOISE, "NOISELESS": NOISELESS}
 # The GP's constant mean sits at this percentile of the observed losses, not at their mean: a
 # pessimistic prior mean makes far-away, unexplored corners look no better than typical points, so EI
 # spends fewer evaluations on the boundary (Hartmann6, 20 seeds, 40 evaluations: median regret 0.09
@@ -164,11 +181,11 @@ class Standardiser:
     warp: PowerWarp | None = None
 
     @classmethod
-    def of(cls, y: np.ndarray) -> Standardiser:
-        warp = PowerWarp.of(y)
-        warped = warp(y) if warp is not None else y
+    def of(cls, y: np.ndarray, warp: bool = True, percentile: float = PRIOR_MEAN_PERCENTILE) -> Standardiser:
+        power = PowerWarp.of(y) if warp else None
+        warped = power(y) if power is not None else y
         scale = float(np.std(warped))
-        return cls(float(np.percentile(warped, PRIOR_MEAN_PERCENTILE)), scale if scale > 0 else 1.0, warp)
+        return cls(float(np.percentile(warped, percentile)), scale if scale > 0 else 1.0, power)
 
     def __call__(self, y: np.ndarray) -> np.ndarray:
         if self.warp is not None:
@@ -176,7 +193,9 @@ class Standardiser:
         return (y - self.centre) / self.scale
 
 
-def _negative_log_likelihood(theta: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+def _negative_log_likelihood(
+    theta: np.ndarray, x: np.ndarray, y: np.ndarray, noise_model: NoiseModel = DEFAULT_NOISE
+) -> tuple[float, np.ndarray]:
     """-log p(y | theta) and its gradient; theta = [log length scales..., log amplitude, log noise]."""
     n, d = x.shape
     length_scales, amplitude, noise = np.exp(theta[:d]), np.exp(theta[d]), np.exp(theta[d + 1])
@@ -203,29 +222,39 @@ def _negative_log_likelihood(theta: np.ndarray, x: np.ndarray, y: np.ndarray) ->
     grad[d + 1] = -0.5 * noise * np.trace(inner)
     # Log-normal priors (MAP rather than maximum likelihood): a handful of points cannot pin down
     # d + 2 hyperparameters, and without a prior the fit swings between extremes from call to call.
-    prior_mean = np.concatenate([np.full(d, LENGTH_SCALE_PRIOR[0]), [0.0, np.log(NOISE_BOUNDS[0])]])
-    prior_sd = np.concatenate([np.full(d, LENGTH_SCALE_PRIOR[1]), [AMPLITUDE_PRIOR_SD, NOISE_PRIOR_SD]])
+    prior_mean = np.concatenate([np.full(d, LENGTH_SCALE_PRIOR[0]), [0.0, noise_model.prior[0]]])
+    prior_sd = np.concatenate([np.full(d, LENGTH_SCALE_PRIOR[1]), [AMPLITUDE_PRIOR_SD, noise_model.prior[1]]])
     deviation = (theta - prior_mean) / prior_sd
     nll += 0.5 * float(deviation @ deviation)
     grad += deviation / prior_sd
     return float(nll), grad
 
 
-def fit_gp(x: np.ndarray, y: np.ndarray, rng: np.random.Generator, restarts: int = 2) -> tuple[GPModel, Standardiser]:
+def fit_gp(
+    x: np.ndarray,
+    y: np.ndarray,
+    rng: np.random.Generator,
+    restarts: int = 2,
+    noise: NoiseModel = DEFAULT_NOISE,
+    standardise: Standardiser | None = None,
+) -> tuple[GPModel, Standardiser]:
     """Fit hyperparameters by maximum a posteriori on warped, standardised y (L-BFGS-B, multi-start)."""
-    standardise = Standardiser.of(y)
+    standardise = standardise or Standardiser.of(y)
     ys = standardise(y)
     n, d = x.shape
-    bounds = [tuple(np.log(LENGTH_SCALE_BOUNDS))] * d + [tuple(np.log(AMPLITUDE_BOUNDS)), tuple(np.log(NOISE_BOUNDS))]
-    starts = [np.concatenate([np.full(d, LENGTH_SCALE_PRIOR[0]), [0.0, np.log(1e-4)]])]
+    log_noise = np.log(noise.bounds)
+    bounds = [tuple(np.log(LENGTH_SCALE_BOUNDS))] * d + [tuple(np.log(AMPLITUDE_BOUNDS)), tuple(log_noise)]
+    first_noise = np.log(1e-4) if noise is DEFAULT_NOISE else noise.prior[0]
+    starts = [np.concatenate([np.full(d, LENGTH_SCALE_PRIOR[0]), [0.0, np.clip(first_noise, *log_noise)]])]
     # With many points the likelihood has one clear optimum and each start costs O(n^3) per step.
     for _ in range(restarts if n <= 100 else min(restarts, 1)):
         length_scales = rng.uniform(np.log(0.05), np.log(2.0), d)
-        starts.append(np.concatenate([length_scales, [rng.uniform(-1.0, 1.0)], [rng.uniform(np.log(1e-6), -4.6)]]))
+        start_noise = np.clip(rng.uniform(np.log(1e-6), -4.6), *log_noise)
+        starts.append(np.concatenate([length_scales, [rng.uniform(-1.0, 1.0)], [start_noise]]))
     best: tuple[float, np.ndarray] | None = None
     for start in starts:
         result = minimize(
-            _negative_log_likelihood, start, args=(x, ys), jac=True, method="L-BFGS-B", bounds=bounds,
+            _negative_log_likelihood, start, args=(x, ys, noise), jac=True, method="L-BFGS-B", bounds=bounds,
             options={"maxiter": 200},
         )
         if best is None or result.fun < best[0]:

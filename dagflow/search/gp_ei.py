@@ -12,6 +12,14 @@
 - In a batch of n points, n // 2 of them are Thompson samples: each the minimiser, over a candidate
   set, of an independent joint draw from the posterior (see GPEI._thompson).
 - Losses are power-warped before the GP sees them (see gp.PowerWarp).
+- A Spearmint likelihood picks the noise model (gp.NOISE_MODELS): GAUSSIAN learns a noise term (and skips
+  the warp, which would bend Gaussian noise out of shape) and takes the incumbent as the lowest posterior
+  mean at an observed point, not the luckiest draw; NOISELESS fixes a near-zero nugget.
+- Constraints (Spearmint's CONSTRAINT tasks, feasible where the value is >= 0): one GP per constraint,
+  and each suggestion maximises log EI + the log probability of feasibility (constrained EI, Gelbart,
+  Snoek and Adams 2014); EI counts improvement over the best feasible point, and while none is known
+  the probability of feasibility alone is maximised. Pending points are fantasised in every model; the
+  batch extras (exploitation point, Thompson samples) are left out.
 """
 
 from __future__ import annotations
@@ -22,8 +30,16 @@ from typing import Any
 import numpy as np
 from scipy.stats import qmc
 
-from dagflow.search.acquisition import log_ei, maximise_log_ei, minimise_mean
-from dagflow.search.gp import GPModel, fit_gp
+from dagflow.search.acquisition import (
+    log_ei,
+    log_ei_with_gradient,
+    log_feasibility,
+    log_feasibility_with_gradient,
+    maximise,
+    maximise_log_ei,
+    minimise_mean,
+)
+from dagflow.search.gp import NOISE_MODELS, GPModel, Standardiser, fit_gp
 from dagflow.search.optimizer import Observation, Taken, fill_random, rng_for
 from dagflow.search.space import Params, SearchSpace
 from dagflow.search.threads import single_threaded
@@ -56,8 +72,12 @@ class GPEI:
         candidates: int = 2048,
         starts: int = 8,
         restarts: int = 2,
+        likelihood: str | None = None,
+        constraints: Mapping[str, str | None] | None = None,
     ) -> None:
         self.space = space
+        self.likelihood = likelihood
+        self.constraints = dict(constraints or {})
         self.seed = seed
         self.initial = initial if initial is not None else max(5, min(10, space.dim + 1))
         self.candidates = candidates
@@ -87,11 +107,13 @@ class GPEI:
         # Without a model the whole request comes from the design: a first batch of 8 is 8 Sobol points.
         design_size = self.initial if can_model else max(self.initial, len(observations) + len(pending) + n)
         chosen = self._initial_points(n, len(observations) + len(pending), design_size, taken)
-        if len(chosen) < n and can_model:
+        if len(chosen) < n and can_model and self.constraints:
+            inflight = np.vstack([pending_x, *chosen]) if chosen else pending_x
+            chosen += self._constrained(n - len(chosen), observations, observed, inflight, taken, rng)
+        elif len(chosen) < n and can_model:
             y = np.array([np.nan if o.failed else float(o.value) for o in observations])  # type: ignore[arg-type]
             y[failed] = np.nanmax(y)
-            model, standardise = fit_gp(observed, y, rng, self.restarts)
-            best = float(standardise(y[~failed]).min())
+            model, best = self._objective_model(observed, y, ~failed, rng)
             inflight = np.vstack([pending_x, *chosen]) if chosen else pending_x
             if len(inflight):
                 model, best = self._fantasise(model, best, inflight)
@@ -115,6 +137,86 @@ class GPEI:
         if len(chosen) < n:
             chosen.extend(fill_random(space, taken, rng, n - len(chosen)))
         return chosen
+
+    def _objective_model(
+        self, x: np.ndarray, y: np.ndarray, incumbents: np.ndarray, rng: np.random.Generator
+    ) -> tuple[GPModel, float]:
+        """The objective's GP and the incumbent, in standardised units, among the rows marked incumbents."""
+        noisy = self.likelihood == "GAUSSIAN"
+        standardise = Standardiser.of(y, warp=not noisy)
+        model, _ = fit_gp(x, y, rng, self.restarts, NOISE_MODELS[self.likelihood], standardise)
+        if noisy:  # the draws are noisy: the incumbent is the model's best guess at an observed point
+            return model, float(model.predict(x[incumbents])[0].min())
+        return model, float(standardise(y[incumbents]).min())
+
+    def _constrained(
+        self,
+        n: int,
+        observations: Sequence[Observation],
+        observed: np.ndarray,
+        inflight: np.ndarray,
+        taken: Taken,
+        rng: np.random.Generator,
+    ) -> list[np.ndarray]:
+        """n points by constrained EI, each fantasised (in every model) before the next is chosen."""
+        failed = np.array([o.failed for o in observations], dtype=bool)
+        feasible = np.array([o.feasible for o in observations], dtype=bool)
+        y = np.array([np.nan if o.failed else float(o.value) for o in observations])  # type: ignore[arg-type]
+        y[failed] = np.nanmax(y)
+        objective, best = self._objective_model(observed, y, feasible if feasible.any() else ~failed, rng)
+        incumbent: float | None = best if feasible.any() else None
+        constraints = [self._constraint_model(name, observations, observed, rng) for name in self.constraints]
+        around = feasible if feasible.any() else ~failed
+        chosen: list[np.ndarray] = []
+        for _ in range(n):
+            if len(inflight):
+                objective = objective.condition(inflight, objective.predict(inflight)[0])
+                constraints = [(m.condition(inflight, m.predict(inflight)[0]), t) for m, t in constraints]
+            row = self._maximise_constrained(objective, constraints, incumbent, observed[around], y[around], taken, rng)
+            if row is None:
+                break
+            taken.add(row)
+            chosen.append(row)
+            inflight = row[None, :]
+        return chosen
+
+    def _constraint_model(
+        self, name: str, observations: Sequence[Observation], observed: np.ndarray, rng: np.random.Generator
+    ) -> tuple[GPModel, float]:
+        """A constraint's GP on its observed values and the feasibility threshold (0) in its units."""
+        values = np.array([np.nan if o.failed else (o.outputs or {}).get(name, np.nan) for o in observations])
+        known = np.isfinite(values)
+        standardise = Standardiser.of(values[known], warp=False, percentile=50.0)
+        noise = NOISE_MODELS[self.constraints[name]]
+        model, _ = fit_gp(observed[known], values[known], rng, self.restarts, noise, standardise)
+        return model, float(standardise(np.array([0.0]))[0])
+
+    def _maximise_constrained(
+        self,
+        objective: GPModel,
+        constraints: list[tuple[GPModel, float]],
+        best: float | None,
+        good_x: np.ndarray,
+        good_y: np.ndarray,
+        taken: Taken,
+        rng: np.random.Generator,
+    ) -> np.ndarray | None:
+        def score(rows: np.ndarray) -> np.ndarray:
+            total = sum((log_feasibility(m, rows, t) for m, t in constraints), np.zeros(len(rows)))
+            return total + log_ei(objective, rows, best) if best is not None else total
+
+        def score_with_gradient(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            parts = [log_feasibility_with_gradient(m, rows, t) for m, t in constraints]
+            if best is not None:
+                parts.append(log_ei_with_gradient(objective, rows, best))
+            return sum(p[0] for p in parts), sum(p[1] for p in parts)  # type: ignore[return-value]
+
+        points, _ = maximise(score, score_with_gradient, self._candidates(good_x, good_y, rng), self.starts)
+        points = self.space.snap(points)
+        if self.space.discrete.any():
+            points = points[np.argsort(-score(points), kind="stable")]
+        free = ~taken.mask(points)
+        return points[int(np.argmax(free))] if free.any() else None
 
     @staticmethod
     def _fantasise(model: GPModel, best: float, points: np.ndarray) -> tuple[GPModel, float]:
@@ -235,6 +337,27 @@ class GPEI:
         sobol = qmc.Sobol(self.space.dim, scramble=True, seed=rng).random_base2(THOMPSON_SOBOL_POWER)
         centres = np.vstack([_best_four(good_x, good_y), *chosen])
         return self.space.snap(np.vstack([sobol, _around(centres, THOMPSON_LOCAL, rng)]))
+
+
+def recommend(
+    space: SearchSpace, observations: Sequence[Observation], likelihood: str | None = None, seed: int = 0
+) -> int | None:
+    """The index of the observation to report as the search's best: among feasible ones, the lowest loss,
+    or, for a GAUSSIAN likelihood, the lowest posterior mean (Spearmint's way: a noisy search's lowest
+    draw is mostly luck). None when no observation is feasible."""
+    feasible = [index for index, o in enumerate(observations) if o.feasible]
+    if not feasible:
+        return None
+    good = [index for index, o in enumerate(observations) if not o.failed]
+    if likelihood != "GAUSSIAN" or len(good) < 3:
+        return min(feasible, key=lambda i: (float(observations[i].value), i))  # type: ignore[arg-type]
+    with single_threaded():
+        x = space.snap(space.encode_many([observations[i].params for i in good]))
+        y = np.array([float(observations[i].value) for i in good])  # type: ignore[arg-type]
+        rng = rng_for(seed, observations, ())
+        model, _ = fit_gp(x, y, rng, noise=NOISE_MODELS["GAUSSIAN"], standardise=Standardiser.of(y, warp=False))
+        means = model.predict(space.snap(space.encode_many([observations[i].params for i in feasible])))[0]
+    return feasible[int(np.argmin(means))]
 
 
 def _best_four(good_x: np.ndarray, good_y: np.ndarray) -> np.ndarray:

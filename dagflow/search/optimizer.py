@@ -25,10 +25,16 @@ SAME_POINT = 1e-9
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """A finished trial: its parameters and its loss; None (or NaN/inf) when the trial failed."""
+    """A finished trial: its parameters and its loss; None (or NaN/inf) when the trial failed. `outputs`
+    holds its constraint values (feasible where each is >= 0) when the search has constraints."""
 
     params: Mapping[str, Any]
     value: float | None
+    outputs: Mapping[str, float] | None = None
+
+    @property
+    def feasible(self) -> bool:
+        return not self.failed and all(value >= 0 for value in (self.outputs or {}).values())
 
     @property
     def failed(self) -> bool:

@@ -10,11 +10,17 @@ the budget and tell the optimiser that point failed. Ctrl-C or SIGTERM cancels t
 Crash safety (kill -9 at any moment, then run the same command again):
 - a trial row (params, run id, state submitting) is committed before the engine is asked to run it,
   so a restarted scheduler knows every trial that may have been submitted and never suggests it again;
+- a trial's run is prepared, then marked as the trial's own (trial.json: the search's uid, the
+  trial's region, number and exact params; ownership.py), then started. A run directory of the
+  trial's name that is not provably its own (another database's search of this name, an older
+  search) is never adopted or started: the trial gets a fresh run id;
 - on restart, a submitting trial whose run directory does not exist was never submitted: it is
-  submitted now, with its recorded params and run id. One whose run directory exists is adopted; if
-  that run was prepared but nothing ever started it, it is started now (the run directory's lock and
-  journal make a second start of one run harmless: a second runner finds the lock taken or the work
-  done);
+  submitted now, with its recorded params and run id. One whose own run directory exists is adopted;
+  if that run was prepared but nothing ever started it, it is started now (the run directory's lock
+  and journal make a second start of one run harmless: a second runner finds the lock taken or the
+  work done);
+- a trial whose submission fails is ended as cancelled (not counted, no result) before the error is
+  reported: none is left `submitting`;
 - results are read from the run directories, which outlive the scheduler (the local engine's runners
   run detached), and recorded by one guarded UPDATE, so a trial that ended while the scheduler was
   down is recorded on restart and none is recorded twice.
@@ -41,6 +47,7 @@ from dagflow.errors import DagflowError
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
 from dagflow.search import Observation, loss, make_optimizer
 from dagflow.search.optimizer import Optimizer
+from dagflow.search.ownership import fresh_run_id, identity, owns, read_latest, record_owner, restore_latest
 from dagflow.search.scheduler_engines import EngineSettings, make_engine
 from dagflow.search.scheduler_observe import (
     FAILED_RUN,
@@ -67,7 +74,8 @@ from dagflow.search.store import SUCCEEDED as TRIAL_SUCCEEDED
 from dagflow.search.trials import TrialError, TrialSource, config_of, fingerprint
 
 EXIT_DONE = 0
-EXIT_NO_RESULT = 1  # some region's search ended without one successful trial
+EXIT_NO_RESULT = 1  # some region's search ended without one successful (and feasible) trial
+EXIT_REPEATED_FAILURE = 3  # stopped: the last max_identical_failures trials failed with one error
 EXIT_STOPPED = 130
 
 DEFAULT_TRIAL_TIMEOUT_S = 7 * 24 * 3600.0
@@ -90,6 +98,10 @@ class SchedulerOptions:
     trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
     start_grace_s: float = DEFAULT_START_GRACE_S
     jobs: int | None = None  # local engine: nodes of one trial at once
+    gpus: str | None = None  # local engine: GPU devices, e.g. "0,1" [default: nvidia-smi's]
+    # Stop the search after this many trials in a row failed with the same error (0: never): a broken
+    # main file or pipeline fails every trial alike, and the rest of the budget would only repeat it.
+    max_identical_failures: int = 3
 
 
 def params_text(params: Mapping[str, Any]) -> str:
@@ -139,10 +151,12 @@ class Scheduler:
         self.budget = options.budget or source.budget
         self.parallel = options.parallel or source.parallel
         self.runs_dir = Path(options.runs_dir).absolute()
-        self.engine = engine or make_engine(options.engine, EngineSettings(self.runs_dir, options.jobs))
+        self.engine = engine or make_engine(options.engine, EngineSettings(self.runs_dir, options.jobs, options.gpus))
         self._stop = threading.Event()
         self._exhausted: set[str] = set()
         self._optimizers: dict[str, Optimizer] = {}
+        self._uid = ""
+        self._failures: list[tuple[str, str]] = []  # (trial label, error) of the failures in a row, latest last
 
     # -- the loop ------------------------------------------------------------------------------------
 
@@ -152,8 +166,15 @@ class Scheduler:
                 self.name, self.source.kind, self.source.source, fingerprint(self.source), config_of(self.source),
                 self._seed(), self.budget, self.parallel,
             )  # fmt: skip
+            self._uid = record.uid
             self._optimizers = {
-                region: make_optimizer(self.source.space, self.source.optimizer, seed=record.seed + index)
+                region: make_optimizer(
+                    self.source.space,
+                    self.source.optimizer,
+                    seed=record.seed + index,
+                    likelihood=self.source.likelihood,
+                    constraints=self.source.constraints,
+                )
                 for index, region in enumerate(self.source.regions)
             }
             self._header(record)
@@ -163,6 +184,8 @@ class Scheduler:
                     self._collect(region)
                 if self._stop.is_set():
                     break
+                if self._repeating():
+                    return self._stop_repeating()
                 for region in self.source.regions:
                     self._fill(region)
                 if all(self._finished(region) for region in self.source.regions):
@@ -218,6 +241,7 @@ class Scheduler:
         for trial in in_flight:
             if trial.state != SUBMITTING:
                 continue
+            trial = self._own_run(trial)
             run_dir = self.runs_dir / trial.run_id
             if not RunLayout.from_run_dir(run_dir).exists():
                 self._submit(trial, "resubmitted")
@@ -237,11 +261,7 @@ class Scheduler:
         wanted = min(self.parallel - len(in_flight), self.budget - counted)
         if wanted <= 0:
             return
-        observations = [
-            Observation(trial.params, trial.loss if trial.state == TRIAL_SUCCEEDED else None)
-            for trial in trials
-            if trial.state in (TRIAL_SUCCEEDED, FAILED)
-        ]
+        observations = _observations(trials)
         # The GP and Optuna engines cap BLAS threads around each suggestion themselves (threads.py).
         points = self._optimizers[region].suggest(wanted, observations, [t.params for t in in_flight])
         if not points:
@@ -254,12 +274,30 @@ class Scheduler:
             trial = self.store.add_trial(self.name, region, params, self.options.engine, self.options.trial_timeout_s)
             self._submit(trial, "submitted")
 
+    def _own_run(self, trial: Trial) -> Trial:
+        """The trial, with a run id whose directory is absent or provably this trial's own."""
+        while True:
+            run_dir = self.runs_dir / trial.run_id
+            if not run_dir.exists() or owns(run_dir, identity(self._uid, trial)):
+                return trial
+            fresh = fresh_run_id(trial)
+            self.say(f"[{trial.label}] run {trial.run_id} exists but is not this trial's own; using run {fresh}")
+            trial = self.store.set_run_id(trial, fresh)
+
     def _submit(self, trial: Trial, verb: str) -> None:
-        plan = self.source.plan(trial.region, trial.number, trial.params, trial.run_id)
+        trial = self._own_run(trial)
+        run_dir = self.runs_dir / trial.run_id
         try:
-            handle = self.engine.submit(plan, self.runs_dir / trial.run_id)
-        except DagflowError:
-            self.say(f"[{trial.label}] could not be submitted; it stays recorded and is submitted on restart")
+            plan = self.source.plan(trial.region, trial.number, trial.params, trial.run_id)
+            if not run_dir.exists():
+                latest = read_latest(self.runs_dir)
+                self.engine.prepare(plan, run_dir)
+                restore_latest(self.runs_dir, latest)
+                if not record_owner(run_dir, identity(self._uid, trial)):
+                    raise SearchBusyError(f"run {trial.run_id} was claimed by another search while it was prepared")
+            handle = self.engine.submit(plan, run_dir)
+        except DagflowError as error:
+            self._end(trial, CANCELLED, error=f"could not be submitted: {error}")
             raise
         self.store.mark_submitted(trial, handle)
         self.say(f"[{trial.label}] {verb} {params_text(trial.params)} (run {trial.run_id}, job {handle})")
@@ -286,25 +324,88 @@ class Scheduler:
 
     def _succeeded(self, trial: Trial, run_dir: Path) -> None:
         try:
-            value = self.source.objective(RunLayout.from_run_dir(run_dir).load_plan())
+            plan = RunLayout.from_run_dir(run_dir).load_plan()
+            value = self.source.objective(plan)
+            outputs = self.source.outputs(plan)
         except (TrialError, DagflowError) as error:
             self._end(trial, FAILED, error=f"no objective: {error}")
             return
-        self._end(trial, TRIAL_SUCCEEDED, value=value)
+        self._end(trial, TRIAL_SUCCEEDED, value=value, outputs=outputs)
 
-    def _end(self, trial: Trial, state: str, value: float | None = None, error: str | None = None) -> None:
+    def _end(
+        self,
+        trial: Trial,
+        state: str,
+        value: float | None = None,
+        error: str | None = None,
+        outputs: dict[str, float] | None = None,
+    ) -> None:
         trial_loss = loss(value, self.source.goal) if value is not None else None
-        if not self.store.finish(trial, state, value, trial_loss, error):
+        if state == FAILED:
+            error = self._own_error(trial, error)
+        if not self.store.finish(trial, state, value, trial_loss, error, outputs):
             return
         if state == TRIAL_SUCCEEDED:
+            self._failures.clear()
             best = self._best(trial.region)
             tail = f" (best {best.value:.6g}, {best.label})" if best is not None else ""
-            self.say(f"[{trial.label}] succeeded {self.source.metric}={value:.6g}{tail}")
+            shown = " ".join(f"{name}={number:.6g}" for name, number in (outputs or {}).items())
+            self.say(f"[{trial.label}] succeeded {self.source.metric}={value:.6g}{' ' + shown if shown else ''}{tail}")
+        elif state == FAILED:
+            self._failed(trial, error or "")
         else:
             self.say(f"[{trial.label}] {state}: {error}")
 
+    def _own_error(self, trial: Trial, error: str | None) -> str | None:
+        """The trial's own account of its failure (a Spearmint job's traceback) where it left one."""
+        try:
+            own = self.source.failure(RunLayout.from_run_dir(self.runs_dir / trial.run_id).load_plan())
+        except (DagflowError, OSError):
+            return error
+        if not own or not error:
+            return own or error
+        # the run's reason ends with the job's last stderr line, which is the traceback's last line
+        return f"{error.removesuffix(': ' + own.splitlines()[-1].strip())}\n{own}"
+
+    def _failed(self, trial: Trial, error: str) -> None:
+        """Report a failure; one that repeats the previous one's error is not printed again."""
+        key = error.replace(trial.run_id, "<run>")
+        same = bool(self._failures) and self._failures[-1][1] == key
+        if not same:
+            self._failures.clear()
+        self._failures.append((trial.label, key))
+        if same:
+            self.say(f"[{trial.label}] failed: the same error as {self._failures[0][0]}")
+        else:
+            self.say(f"[{trial.label}] failed: {error}")
+
+    def _repeating(self) -> bool:
+        limit = self.options.max_identical_failures
+        return limit > 0 and len(self._failures) >= limit
+
+    def _stop_repeating(self) -> int:
+        labels = ", ".join(label for label, _ in self._failures)
+        self._cancel_in_flight(quiet=True)
+        self.say(
+            f"search {self.name} stopped: {len(self._failures)} trials in a row ({labels}) failed with the same "
+            f"error, shown above (--max-identical-failures {self.options.max_identical_failures}); the rest of "
+            "the budget is not spent. Fix the error and run the same command again to continue the search."
+        )
+        return EXIT_REPEATED_FAILURE
+
     def _best(self, region: str) -> Trial | None:
         return best_trial(self.store.trials(self.name, region))
+
+    def _reported(self, region: str) -> Trial | None:
+        """The trial reported as the region's best: feasible, and for a GAUSSIAN likelihood the one
+        with the lowest posterior mean rather than the luckiest draw."""
+        if self.source.likelihood != "GAUSSIAN":
+            return self._best(region)
+        from dagflow.search.gp_ei import recommend
+
+        done = [t for t in self.store.trials(self.name, region) if t.state in (TRIAL_SUCCEEDED, FAILED)]
+        index = recommend(self.source.space, _observations(done), self.source.likelihood)
+        return done[index] if index is not None else None
 
     def _finished(self, region: str) -> bool:
         trials = self.store.trials(self.name, region)
@@ -320,24 +421,36 @@ class Scheduler:
         except (DagflowError, OSError) as error:
             self.say(f"could not cancel run {run_dir.name}: {error}")
 
-    def _cancel_in_flight(self) -> None:
+    def _cancel_in_flight(self, quiet: bool = False) -> None:
         for trial in self.store.trials(self.name):
             if trial.state in IN_FLIGHT:
                 self._cancel(self.runs_dir / trial.run_id)
                 self._end(trial, CANCELLED, error="stopped with the scheduler")
-        self.say(f"search {self.name} stopped; run the same command again to continue it")
+        if not quiet:
+            self.say(f"search {self.name} stopped; run the same command again to continue it")
 
     def _summary(self) -> int:
         code = EXIT_DONE
         for region in self.source.regions:
-            best = self._best(region)
+            best = self._reported(region)
             where = f" {region}" if region else ""
             if best is None:
-                self.say(f"search {self.name}{where} done: no trial succeeded")
+                feasible = " satisfied the constraints" if self.source.constraints else " succeeded"
+                self.say(f"search {self.name}{where} done: no trial{feasible}")
                 code = EXIT_NO_RESULT
             else:
+                how = " (lowest posterior mean: the objective is noisy)" if self.source.likelihood == "GAUSSIAN" else ""
                 self.say(
                     f"search {self.name}{where} done: best {self.source.metric}={best.value:.6g} at {best.label} "
-                    f"{params_text(best.params)}"
+                    f"{params_text(best.params)}{how}"
                 )
         return code
+
+
+def _observations(trials: list[Trial]) -> list[Observation]:
+    """What the optimiser learns from the finished trials: loss (None for a failure) and constraint values."""
+    return [
+        Observation(trial.params, trial.loss if trial.state == TRIAL_SUCCEEDED else None, trial.outputs)
+        for trial in trials
+        if trial.state in (TRIAL_SUCCEEDED, FAILED)
+    ]

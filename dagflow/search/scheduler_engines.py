@@ -24,6 +24,7 @@ class EngineChoiceError(DagflowError):
 class EngineSettings:
     runs_dir: Path
     jobs: int | None = None  # local engine: nodes of one trial running at once
+    gpus: str | None = None  # local engine: GPU devices trials may use, e.g. "0,1"
 
 
 EngineFactory = Callable[[EngineSettings], Engine]
@@ -32,7 +33,7 @@ EngineFactory = Callable[[EngineSettings], Engine]
 def _local(settings: EngineSettings) -> Engine:
     from dagflow.engines.local import LocalEngine, RunOptions
 
-    return LocalEngine(RunOptions(runs_dir=settings.runs_dir, jobs=settings.jobs))
+    return LocalEngine(RunOptions(runs_dir=settings.runs_dir, jobs=settings.jobs, gpus=settings.gpus))
 
 
 def _by_path(target: str) -> EngineFactory:

@@ -4,10 +4,18 @@ Both become a SpearmintExperiment whose variables are dagflow VariableSpecs, so 
 and optimisers serve a Spearmint experiment and a pipeline's `search:` block. Problems are reported
 as a SpecError with file:line:column for each one.
 
-config.json fields read: language, main-file, experiment-name, likelihood, variables (type FLOAT, INT
-or ENUM; size; min and max; options) and, for multi-task configs, tasks (the OBJECTIVE task names the
-value a main() returns in its result dict; Spearmint's default task name is "main"). Other Spearmint
-settings (chooser, database, resources, polling-time, ...) are accepted and ignored.
+config.json fields read (HIPS/Spearmint's way, `-`, `_` and spaces in a key are the same: main-file,
+main_file): language, main-file, experiment-name, likelihood, variables (type FLOAT, INT or ENUM; size;
+min and max; options) and tasks: `{"name": {"type": OBJECTIVE | CONSTRAINT, "likelihood": ...,
+"main-file": ...}}`, exactly one OBJECTIVE, any number of CONSTRAINTs (feasible where the value is >= 0,
+Spearmint's convention), main-file at the top level or per task (one file for every task), likelihood
+per task or at the top level (GAUSSIAN or NOISELESS). Without tasks the one objective is named "main"
+(the value main() returns, or its "main" entry). Other Spearmint settings (chooser, database,
+resources, polling-time, ...) are accepted and ignored.
+
+Refused, with a message naming the file: MATLAB (and MCR, SHELL) experiments, whose main file dagflow
+cannot call, and the spearmint-lite format (a config.json of bare variables, jobs run by hand through
+results.dat), which has no main file to run.
 
 config.pb fields read: language, name (the main module, e.g. "branin" for branin.py) and repeated
 `variable { name type size min max options }`. The experiment name is the directory's name.
@@ -31,7 +39,16 @@ from dagflow.spec.yamlpos import Positions, load_yaml
 CONFIG_FILES = ("config.json", "config.pb")
 LANGUAGES = ("PYTHON", "MATLAB", "SHELL", "MCR")
 DEFAULT_TASK = "main"
+LIKELIHOODS = ("GAUSSIAN", "NOISELESS")
+TASK_TYPES = ("OBJECTIVE", "CONSTRAINT")
 _VARIABLE_FIELDS = ("type", "size", "min", "max", "options")
+
+
+@dataclass(frozen=True)
+class SpearmintTask:
+    name: str
+    type: str  # OBJECTIVE | CONSTRAINT
+    likelihood: str | None = None  # GAUSSIAN | NOISELESS; None: dagflow's default model
 
 
 @dataclass(frozen=True)
@@ -42,9 +59,14 @@ class SpearmintExperiment:
     language: str
     main_file: str  # relative to the directory, e.g. "branin.py"
     variables: dict[str, VariableSpec]
-    likelihood: str | None = None
+    likelihood: str | None = None  # the objective task's
     objective_task: str = DEFAULT_TASK
+    constraints: dict[str, str | None] = field(default_factory=dict)  # CONSTRAINT task -> its likelihood
     ignored: tuple[str, ...] = field(default=())  # settings read but not used by dagflow
+
+    @property
+    def task_names(self) -> tuple[str, ...]:
+        return (self.objective_task, *self.constraints)
 
     def space(self) -> SearchSpace:
         return SearchSpace(self.variables)
@@ -88,8 +110,38 @@ def parse_config_json(text: str, path: str | Path) -> SpearmintExperiment:
     data, positions = load_yaml(text.replace("\t", " "), filename)  # same text, with line/column of each value
     if not isinstance(data, dict):
         raise SpecError([Diagnostic(filename, 1, 1, "", "expected a JSON object")])
+    if _is_spearmint_lite(data):
+        message = (
+            "this is a spearmint-lite config (bare variables, jobs run by hand through results.dat): "
+            "dagflow cannot run it; write a Spearmint config.json with main-file and variables"
+        )
+        raise SpecError([Diagnostic(filename, 1, 1, "", message)])
     root = _locate_json(data, (), positions)
-    return _Builder(filename, Path(path)).experiment(root.value, pb=False)
+    return _Builder(filename, Path(path)).experiment(_canonical_keys(root.value), pb=False)
+
+
+def _canonical(key: str) -> str:
+    """Spearmint reads `main_file`, `main-file` and `main file` alike."""
+    return key.strip().replace("_", "-").replace(" ", "-").lower()
+
+
+def _canonical_keys(fields: dict[str, Located]) -> dict[str, Located]:
+    out = {_canonical(str(key)): value for key, value in fields.items()}
+    tasks = out.get("tasks")
+    if tasks is not None and isinstance(tasks.value, dict):
+        canonical_tasks = {
+            name: Located(_canonical_keys(task.value), task.line, task.column) if isinstance(task.value, dict) else task
+            for name, task in tasks.value.items()
+        }
+        out["tasks"] = Located(canonical_tasks, tasks.line, tasks.column)
+    return out
+
+
+def _is_spearmint_lite(data: dict[str, Any]) -> bool:
+    """spearmint-lite's config.json: {"X": {"name": "X", "type": "float", ...}, ...}, nothing else."""
+    return bool(data) and all(
+        isinstance(value, dict) and "type" in value and "name" in value for value in data.values()
+    )
 
 
 def parse_config_pb(text: str, path: str | Path) -> SpearmintExperiment:
@@ -157,15 +209,17 @@ class _Builder:
             self.add(fields.get("language"), "language", f"unknown language {language!r}", ", ".join(LANGUAGES))
         main_key = "name" if pb else "main-file"
         main_file = self.string(fields, "main-file", required=False)
-        if main_file is None and "main-file" not in fields:
-            self.add(None, main_key, f"{main_key} is required: the file whose main(job_id, params) is run")
         name = self.string(fields, "experiment-name", required=False) or self.path.resolve().parent.name
-        likelihood = self.string(fields, "likelihood", required=False)
+        likelihood = self.likelihood(fields, "likelihood")
         variables = self.variables(fields.get("variables"), "variable" if pb else "variables")
-        objective = self.objective_task(fields.get("tasks"))
+        tasks = self.tasks(fields.get("tasks"), likelihood)
+        main_file = self.task_main_file(fields.get("tasks"), main_file)
+        if main_file is None and not any("main-file" in d.path for d in self.diagnostics):
+            self.add(None, main_key, f"{main_key} is required: the file whose main(job_id, params) is run")
         if self.diagnostics:
             raise SpecError(self.diagnostics)
         assert main_file is not None
+        objective = next(task for task in tasks if task.type == "OBJECTIVE")
         if language == "PYTHON" and not main_file.endswith(".py"):
             main_file += ".py"  # Spearmint accepts the module name alone
         known = {"language", "main-file", "experiment-name", "likelihood", "variables", "tasks"}
@@ -176,10 +230,69 @@ class _Builder:
             language=language,
             main_file=main_file,
             variables=variables,
-            likelihood=likelihood.upper() if likelihood else None,
-            objective_task=objective,
+            likelihood=objective.likelihood,
+            objective_task=objective.name,
+            constraints={task.name: task.likelihood for task in tasks if task.type == "CONSTRAINT"},
             ignored=tuple(sorted(set(fields) - known)),
         )
+
+    def likelihood(self, fields: dict[str, Located], where: str, default: str | None = None) -> str | None:
+        item = fields.get("likelihood")
+        if item is None:
+            return default
+        value = item.value.strip().upper() if isinstance(item.value, str) else None
+        if value not in LIKELIHOODS:
+            message = f"likelihood {item.value!r} is not one dagflow models"
+            self.add(item, where, message, ", ".join(LIKELIHOODS))
+            return default
+        return value
+
+    def tasks(self, item: Located | None, likelihood: str | None) -> list[SpearmintTask]:
+        if item is None:
+            return [SpearmintTask(DEFAULT_TASK, "OBJECTIVE", likelihood)]
+        if not isinstance(item.value, dict) or not item.value:
+            self.add(item, "tasks", "tasks must be an object of task name -> {type: OBJECTIVE | CONSTRAINT}")
+            return [SpearmintTask(DEFAULT_TASK, "OBJECTIVE", likelihood)]
+        tasks = [self.task(str(name), task, likelihood) for name, task in item.value.items()]
+        found = [task for task in tasks if task is not None]
+        objectives = [task for task in found if task.type == "OBJECTIVE"]
+        if len(found) == len(tasks) and len(objectives) != 1:
+            self.add(item, "tasks", f"expected exactly one OBJECTIVE task, found {len(objectives)}")
+        return found if objectives else [SpearmintTask(DEFAULT_TASK, "OBJECTIVE", likelihood)]
+
+    def task(self, name: str, item: Located, likelihood: str | None) -> SpearmintTask | None:
+        where = f"tasks.{name}"
+        if not isinstance(item.value, dict):
+            self.add(item, where, "a task is an object: {type: OBJECTIVE | CONSTRAINT, likelihood, main-file}")
+            return None
+        fields: dict[str, Located] = item.value
+        kind = fields.get("type")
+        value = kind.value.strip().upper() if kind is not None and isinstance(kind.value, str) else None
+        if value not in TASK_TYPES:
+            self.add(kind or item, f"{where}.type", f"a task's type must be OBJECTIVE or CONSTRAINT, not {value!r}")
+            return None
+        return SpearmintTask(name, value, self.likelihood(fields, f"{where}.likelihood", likelihood))
+
+    def task_main_file(self, item: Located | None, main_file: str | None) -> str | None:
+        """The top-level main-file, or the one the tasks name (HIPS's per-task form); one file for all."""
+        if item is None or not isinstance(item.value, dict):
+            return main_file
+        named: dict[str, Located] = {}
+        for name, task in item.value.items():
+            if isinstance(task.value, dict) and "main-file" in task.value:
+                value = self.string(task.value, "main-file", required=False)
+                if value is not None:
+                    named[str(name)] = task.value["main-file"]
+        files = {_module(str(found.value)) for found in named.values()} | ({_module(main_file)} if main_file else set())
+        if len(files) > 1:
+            first = next(iter(named))
+            message = (
+                f"the tasks name different main files ({', '.join(sorted(files))}): dagflow runs one main file "
+                "that returns every task's value"
+            )
+            self.add(named[first], f"tasks.{first}.main-file", message)
+            return None
+        return main_file or (str(next(iter(named.values())).value).strip() if named else None)
 
     def variables(self, item: Located | None, label: str) -> dict[str, VariableSpec]:
         if item is None or not isinstance(item.value, dict) or not item.value:
@@ -249,22 +362,8 @@ class _Builder:
                 self.add(target or item, ".".join([where, *loc]), message)
             return None
 
-    def objective_task(self, item: Located | None) -> str:
-        if item is None:
-            return DEFAULT_TASK
-        if not isinstance(item.value, dict):
-            self.add(item, "tasks", "tasks must be an object of task name -> {type: OBJECTIVE | CONSTRAINT}")
-            return DEFAULT_TASK
-        objectives = [name for name, task in item.value.items() if _task_type(task) == "OBJECTIVE"]
-        if len(objectives) != 1:
-            self.add(item, "tasks", f"expected exactly one OBJECTIVE task, found {len(objectives)}")
-            return DEFAULT_TASK
-        return str(objectives[0])
 
 
-def _task_type(task: Located) -> str | None:
-    if isinstance(task.value, dict) and isinstance(task.value.get("type"), Located):
-        value = task.value["type"].value
-        return value.upper() if isinstance(value, str) else None
-    return None
+def _module(main_file: str) -> str:
+    return main_file.strip().removesuffix(".py")
 

@@ -2,13 +2,16 @@
 
 The Spearmint calling convention: change into DIR, put it on sys.path, import the config's main file
 and call `main(job_id, params)`, where job ids count from 1 and params maps each variable to a numpy
-array of length `size` (floats for FLOAT, ints for INT) or, for ENUM, a list of `size` strings.
+array of length `size` (floats for FLOAT, ints for INT) or, for ENUM, a list of `size` strings. The
+arrays are a SpearmintArray: under the numpy of Spearmint's time `float(x)` worked on a length-1 array
+and example main files rely on it (numpy 2.4 refuses it), so a size-1 array converts to a scalar here.
 
 main may return:
 - a number: the objective;
 - a dict: the objective is its entry for the experiment's objective task, "main" unless config.json's
-  `tasks` names another OBJECTIVE task; the {"objective": ..., "constraints": [...]} form works too.
-  The other entries are kept in the result file under "values".
+  `tasks` names another OBJECTIVE task, and each CONSTRAINT task's value must be there too (a finite
+  number; >= 0 is feasible); the {"objective": ..., "constraints": [...]} form works too. Every entry
+  is kept in the result file under "values".
 
 The result goes to a JSON file (--result, default DIR/output/JOB_ID.json, the id zero-padded to 8
 digits as Spearmint names its output files):
@@ -31,7 +34,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,29 @@ EXIT_BROKEN = 1
 
 class JobFailed(Exception):
     """main ran but gave no usable objective."""
+
+
+class SpearmintArray(np.ndarray):
+    """A numpy array whose size-1 instances also convert to Python scalars, as numpy <= 2.3 allowed:
+    `float(params["x"])`, `int(params["k"])`, `range(params["k"])`, `"%f" % params["x"]`."""
+
+    def __float__(self) -> float:
+        return float(self._single())
+
+    def __int__(self) -> int:
+        return int(self._single())
+
+    def __index__(self) -> int:
+        return self._single().__index__()
+
+    def _single(self) -> Any:
+        if self.size != 1:
+            raise TypeError(f"only size-1 arrays can be converted to Python scalars (this one has size {self.size})")
+        return self.reshape(-1).view(np.ndarray)[0]
+
+
+def _array(values: list[Any], dtype: type) -> SpearmintArray:
+    return np.array(values, dtype=dtype).view(SpearmintArray)
 
 
 def spearmint_params(variables: Mapping[str, VariableSpec], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,24 +99,33 @@ def spearmint_params(variables: Mapping[str, VariableSpec], params: Mapping[str,
         elif spec.type == "INT":
             if any(isinstance(v, bool) or not float(v).is_integer() for v in values):
                 raise ValueError(f"{name}: INT values must be whole numbers, got {values}")
-            out[name] = np.array([int(v) for v in values], dtype=int)
+            out[name] = _array([int(v) for v in values], int)
         else:
-            out[name] = np.array([float(v) for v in values], dtype=float)
+            out[name] = _array([float(v) for v in values], float)
     return out
 
 
-def objective_of(result: Any, task: str) -> tuple[float, dict[str, float] | None]:
-    """The objective value and, for a dict result, every finite-or-not entry as a float."""
-    if isinstance(result, Mapping):
-        values = {str(key): _number(value, str(key)) for key, value in result.items() if key != "constraints"}
-        if "objective" in result and task not in result:
-            constraints = result.get("constraints") or []
-            values.update({f"c{i}": _number(c, f"constraints[{i}]") for i, c in enumerate(constraints)})
-            return values["objective"], values
-        if task not in values:
-            raise JobFailed(f"main returned a dict without the objective task {task!r} (keys: {sorted(values)})")
-        return values[task], values
-    return _number(result, "the result"), None
+def objective_of(result: Any, task: str, constraints: Sequence[str] = ()) -> tuple[float, dict[str, float] | None]:
+    """The objective value and, for a dict result, every finite-or-not entry as a float. With constraint
+    tasks the result must be a dict holding each of them as a finite number."""
+    if not isinstance(result, Mapping):
+        if constraints:
+            raise JobFailed(f"main returned {result!r}, not a dict of the tasks {', '.join([task, *constraints])}")
+        return _number(result, "the result"), None
+    values = {str(key): _number(value, str(key)) for key, value in result.items() if key != "constraints"}
+    if "objective" in result and task not in result:
+        listed = result.get("constraints") or []
+        values.update({f"c{i}": _number(c, f"constraints[{i}]") for i, c in enumerate(listed)})
+        values[task] = values.pop("objective")
+        values.update({name: values.pop(f"c{i}") for i, name in enumerate(constraints) if f"c{i}" in values})
+    missing = [name for name in (task, *constraints) if name not in values]
+    if missing:
+        raise JobFailed(f"main returned a dict without the task(s) {', '.join(map(repr, missing))} "
+                        f"(keys: {sorted(values)})")
+    bad = [name for name in constraints if not math.isfinite(values[name])]
+    if bad:
+        raise JobFailed(f"the constraint {bad[0]!r} is {values[bad[0]]}")
+    return values[task], values
 
 
 def _number(value: Any, what: str) -> float:
@@ -99,6 +134,14 @@ def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise JobFailed(f"{what} is not a number: {value!r}")
     return float(value)
+
+
+def refusal(language: str) -> str:
+    """Why an experiment in this language cannot run here."""
+    return (
+        f"dagflow runs PYTHON main files only; a {language} experiment cannot be run "
+        "(Spearmint called its MATLAB/MCR main files through MATLAB and its SHELL ones as scripts)"
+    )
 
 
 def _import_main(experiment: SpearmintExperiment) -> Any:
@@ -135,7 +178,7 @@ def run_job(experiment: SpearmintExperiment, job_id: int, params: Mapping[str, A
             os.chdir(cwd)
             if directory in sys.path:
                 sys.path.remove(directory)
-        value, values = objective_of(result, experiment.objective_task)
+        value, values = objective_of(result, experiment.objective_task, tuple(experiment.constraints))
         record["values"] = values
         if not math.isfinite(value):
             raise JobFailed(f"the objective is {value}")
@@ -192,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         print(error, file=sys.stderr)
         return EXIT_USAGE
     if experiment.language != "PYTHON":
-        print(f"{experiment.config_file}: only PYTHON experiments run here, not {experiment.language}", file=sys.stderr)
+        print(f"{experiment.config_file}: language: {refusal(experiment.language)}", file=sys.stderr)
         return EXIT_USAGE
     try:
         record = run_job(experiment, args.job_id, params)

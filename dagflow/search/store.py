@@ -1,19 +1,23 @@
 """The search scheduler's durable state: one SQLite file (default `.dagflow/search.db`) for every search.
 
-    searches(name PK, kind, source, fingerprint, config JSON, seed, budget, parallel, created)
+    searches(name PK, kind, source, fingerprint, config JSON, seed, budget, parallel, created, uid)
     trials(search, region, number, params JSON, state, engine, run_id UNIQUE, handle, value, loss,
-           error, created, submitted, finished, deadline; PK (search, region, number))
+           error, created, submitted, finished, deadline, outputs JSON; PK (search, region, number))
+
+`outputs` holds a succeeded trial's constraint values ({name: value}; NULL without constraints).
 
 A trial row is written (state `submitting`, with its params and run id) and committed before the
 engine hears of it, its engine handle afterwards (state `running`), and its end in one guarded
 UPDATE that only moves a trial out of `submitting`/`running`, so a result is recorded at most once.
 The file runs in WAL mode with synchronous=FULL: a committed transaction survives kill -9 of the
-scheduler and a crash of the machine.
+scheduler and a crash of the machine. A search's `uid` is random and made once: its trial runs record
+it (ownership.py), so another database's search of the same name never adopts them.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -44,7 +48,8 @@ CREATE TABLE IF NOT EXISTS searches (
     seed        INTEGER NOT NULL,
     budget      INTEGER NOT NULL,
     parallel    INTEGER NOT NULL,
-    created     REAL NOT NULL
+    created     REAL NOT NULL,
+    uid         TEXT
 );
 CREATE TABLE IF NOT EXISTS trials (
     search    TEXT NOT NULL REFERENCES searches(name),
@@ -62,6 +67,7 @@ CREATE TABLE IF NOT EXISTS trials (
     submitted REAL,
     finished  REAL,
     deadline  REAL NOT NULL,
+    outputs   TEXT,
     PRIMARY KEY (search, region, number)
 );
 CREATE INDEX IF NOT EXISTS trials_state ON trials (search, state);
@@ -83,6 +89,7 @@ class SearchRecord:
     budget: int
     parallel: int
     created: float
+    uid: str  # this database's id for the search, recorded in its trial runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,15 +109,21 @@ class Trial:
     submitted: float | None
     finished: float | None
     deadline: float
+    outputs: dict[str, float] | None = None  # constraint values of a succeeded trial
 
     @property
     def label(self) -> str:
         return f"t{self.number}" + (f" {self.region}" if self.region else "")
 
 
+def feasible(trial: Trial) -> bool:
+    """Every constraint value >= 0 (Spearmint's convention); a trial without constraints is feasible."""
+    return all(value >= 0 for value in (trial.outputs or {}).values())
+
+
 def best_trial(trials: Iterable[Trial]) -> Trial | None:
-    """The successful trial with the lowest loss (the earliest on a tie), or None."""
-    done = [trial for trial in trials if trial.state == SUCCEEDED and trial.loss is not None]
+    """The feasible successful trial with the lowest loss (the earliest on a tie), or None."""
+    done = [trial for trial in trials if trial.state == SUCCEEDED and trial.loss is not None and feasible(trial)]
     return min(done, key=lambda t: (t.loss, t.number)) if done else None
 
 
@@ -129,11 +142,24 @@ class SearchStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)  # idempotent: IF NOT EXISTS
+            self._add_uids()
         except sqlite3.DatabaseError as error:
             raise SearchStoreError(f"{self.path}: not a usable search database ({error})") from None
 
     def close(self) -> None:
         self._db.close()
+
+    def _add_uids(self) -> None:
+        """Databases written before searches had a uid: add the column and give each search one."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(searches)")}
+        trial_columns = {row[1] for row in self._db.execute("PRAGMA table_info(trials)")}
+        with self.transaction() as db:
+            if "outputs" not in trial_columns:  # databases written before constraints
+                db.execute("ALTER TABLE trials ADD COLUMN outputs TEXT")
+            if "uid" not in columns:
+                db.execute("ALTER TABLE searches ADD COLUMN uid TEXT")
+            for (name,) in db.execute("SELECT name FROM searches WHERE uid IS NULL").fetchall():
+                db.execute("UPDATE searches SET uid = ? WHERE name = ?", (secrets.token_hex(8), name))
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -165,13 +191,16 @@ class SearchStore:
             row = db.execute("SELECT * FROM searches WHERE name = ?", (name,)).fetchone()
             if row is None:
                 db.execute(
-                    "INSERT INTO searches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (name, kind, source, fingerprint, json.dumps(dict(config)), seed, budget, parallel, time.time()),
-                )
+                    "INSERT INTO searches (name, kind, source, fingerprint, config, seed, budget, parallel, created,"
+                    " uid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (name, kind, source, fingerprint, json.dumps(dict(config)), seed, budget, parallel, time.time(),
+                     secrets.token_hex(8)),
+                )  # fmt: skip
             elif row["fingerprint"] != fingerprint or row["kind"] != kind:
                 raise SearchStoreError(
                     f"search {name!r} in {self.path} was started from {row['source']} with other variables, "
-                    "objective or regions; give this one another --name (or delete the old search's trials)"
+                    "objective, optimiser or regions, so it cannot be continued with this one; start a new "
+                    "search with another --name (its trials are new runs; the old search's runs are never reused)"
                 )
             else:
                 db.execute(
@@ -191,11 +220,12 @@ class SearchStore:
             kind=row["kind"],
             source=row["source"],
             fingerprint=row["fingerprint"],
-            config=json.loads(row["config"]),
+            config=_json_of(self.path, f"search {name!r}", "config", row["config"], dict),
             seed=row["seed"],
             budget=row["budget"],
             parallel=row["parallel"],
             created=row["created"],
+            uid=row["uid"],
         )
 
     def search_names(self) -> list[str]:
@@ -219,6 +249,15 @@ class SearchStore:
             )  # fmt: skip
         return self._trial(search, region, number)
 
+    def set_run_id(self, trial: Trial, run_id: str) -> Trial:
+        """Give a trial that is still submitting another run id (its own was taken by another run)."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE trials SET run_id = ? WHERE search = ? AND region = ? AND number = ? AND state = ?",
+                (run_id, trial.search, trial.region, trial.number, SUBMITTING),
+            )
+        return self._trial(trial.search, trial.region, trial.number)
+
     def mark_submitted(self, trial: Trial, handle: str | None) -> Trial:
         with self.transaction() as db:
             db.execute(
@@ -235,14 +274,17 @@ class SearchStore:
         value: float | None = None,
         loss: float | None = None,
         error: str | None = None,
+        outputs: Mapping[str, float] | None = None,
     ) -> bool:
         """Record a trial's end; False (and nothing written) when it had already ended."""
+        stored = json.dumps(dict(outputs)) if outputs is not None else None
         with self.transaction() as db:
             cursor = db.execute(
-                "UPDATE trials SET state = ?, value = ?, loss = ?, error = ?, finished = ? "
+                "UPDATE trials SET state = ?, value = ?, loss = ?, error = ?, finished = ?, outputs = ? "
                 "WHERE search = ? AND region = ? AND number = ? AND state IN (?, ?)",
-                (state, value, loss, error, time.time(), trial.search, trial.region, trial.number, *IN_FLIGHT),
-            )
+                (state, value, loss, error, time.time(), stored, trial.search, trial.region, trial.number,
+                 *IN_FLIGHT),
+            )  # fmt: skip
             return cursor.rowcount == 1
 
     def trials(self, search: str, region: str | None = None) -> list[Trial]:
@@ -251,21 +293,33 @@ class SearchStore:
         if region is not None:
             query += " AND region = ?"
             args += (region,)
-        return [_trial_of(row) for row in self._db.execute(query + " ORDER BY region, number", args)]
+        return [_trial_of(self.path, row) for row in self._db.execute(query + " ORDER BY region, number", args)]
 
     def _trial(self, search: str, region: str, number: int) -> Trial:
         row = self._db.execute(
             "SELECT * FROM trials WHERE search = ? AND region = ? AND number = ?", (search, region, number)
         ).fetchone()
-        return _trial_of(row)
+        return _trial_of(self.path, row)
 
 
-def _trial_of(row: sqlite3.Row) -> Trial:
+def _json_of(path: Path, where: str, column: str, text: object, kind: type) -> Any:
+    """A JSON column's value; a clear error naming the file, the row and the column when it is damaged."""
+    try:
+        value = json.loads(text) if isinstance(text, str | bytes) else None
+    except ValueError as error:
+        raise SearchStoreError(f"{path}: {where}: {column} is not valid JSON ({error})") from None
+    if not isinstance(value, kind):
+        raise SearchStoreError(f"{path}: {where}: {column} is {text!r}, not a JSON {kind.__name__}")
+    return value
+
+
+def _trial_of(path: Path, row: sqlite3.Row) -> Trial:
+    label = f"trial {row['number']}" + (f" of region {row['region']!r}" if row["region"] else "")
     return Trial(
         search=row["search"],
         region=row["region"],
         number=row["number"],
-        params=json.loads(row["params"]),
+        params=_json_of(path, f"search {row['search']!r} {label}", "params", row["params"], dict),
         state=row["state"],
         engine=row["engine"],
         run_id=row["run_id"],
@@ -277,4 +331,7 @@ def _trial_of(row: sqlite3.Row) -> Trial:
         submitted=row["submitted"],
         finished=row["finished"],
         deadline=row["deadline"],
+        outputs=_json_of(path, f"search {row['search']!r} {label}", "outputs", row["outputs"], dict)
+        if row["outputs"] is not None
+        else None,
     )

@@ -9,7 +9,8 @@ Two kinds of search share the scheduler through `TrialSource`:
   all trials. The objective is the metric read from the metrics file of the step with `metrics:`,
   averaged over its nodes when the trial has several (other matrix axes).
 - SpearmintTrials: a Spearmint experiment directory. A trial is one job, `main(job_id, params)`,
-  run as a one-node plan by `python -m dagflow.search.spearmint_job`; the objective is its result.
+  run as a one-node plan by `python -m dagflow.search.spearmint_job`; the objective is its result, and
+  the experiment's CONSTRAINT tasks' values come back as the trial's outputs.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from dagflow.plan.expand import expand
 from dagflow.search import ENGINES as OPTIMIZERS
 from dagflow.search.space import SearchSpace
 from dagflow.search.spearmint import SpearmintExperiment
-from dagflow.search.spearmint_job import default_result_path
+from dagflow.search.spearmint_job import default_result_path, refusal
 from dagflow.spec import Spec
+from dagflow.spec.search_checks import metrics_clash
 
 
 class TrialError(Exception):
@@ -47,10 +49,20 @@ class TrialSource(Protocol):
     budget: int
     parallel: int
     optimizer: str
+    likelihood: str | None  # the objective's noise model: GAUSSIAN, NOISELESS or None (the engine's default)
+    constraints: dict[str, str | None]  # constraint output -> its likelihood; feasible where the value >= 0
 
     def plan(self, region: str, number: int, params: Mapping[str, Any], run_id: str) -> Plan: ...
 
     def objective(self, plan: Plan) -> float: ...
+
+    def outputs(self, plan: Plan) -> dict[str, float] | None:
+        """A succeeded trial's constraint values, by name (None without constraints)."""
+        ...
+
+    def failure(self, plan: Plan) -> str | None:
+        """A failed trial's own error text, when the trial wrote one down (None: the run's reason says it)."""
+        ...
 
 
 def fingerprint(source: TrialSource) -> str:
@@ -63,6 +75,8 @@ def fingerprint(source: TrialSource) -> str:
         "regions": source.regions,
         "optimizer": source.optimizer,
     }
+    if source.likelihood or source.constraints:  # absent before them: older searches keep their fingerprint
+        payload.update(likelihood=source.likelihood, constraints=source.constraints)
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -74,6 +88,8 @@ def config_of(source: TrialSource) -> dict[str, Any]:
         "regions": source.regions,
         "optimizer": source.optimizer,
         "variables": source.space.names,
+        **({"likelihood": source.likelihood} if source.likelihood else {}),
+        **({"constraints": sorted(source.constraints)} if source.constraints else {}),
     }
 
 
@@ -100,6 +116,8 @@ class PipelineTrials:
     name: str = ""
     source: str = ""
     regions: list[str] = field(default_factory=list)
+    likelihood: str | None = None
+    constraints: dict[str, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         model = self.spec.model
@@ -160,25 +178,17 @@ class PipelineTrials:
         values = [read_metric(Path(plan.workdir) / path, self.metric) for path in paths]
         return sum(values) / len(values)
 
+    def outputs(self, plan: Plan) -> dict[str, float] | None:
+        return None
+
+    def failure(self, plan: Plan) -> str | None:
+        return None
+
     def _check_metrics_apart(self) -> None:
-        """Trials that run at the same time must not write one metrics file: compare the files of two
-        trials of the first region (when parallel > 1) and of one trial per region."""
-        defaults = {name: self.spec.model.params[name] for name in self.space.names}
-        pairs = [(f"{self.name}-tA", region) for region in self.regions]
-        if self.parallel > 1:
-            pairs.append((f"{self.name}-tB", self.regions[0]))
-        owner: dict[str, str] = {}
-        for run_id, region in pairs:
-            for path in self._metrics_paths(self.plan(region, 0, defaults, run_id)):
-                if path in owner and owner[path] != run_id:
-                    step = ("steps", self.objective_step, "metrics")
-                    raise self._error(
-                        step,
-                        f"every trial would write the same metrics file {path!r}; parallel trials would "
-                        "overwrite each other's objective",
-                        hint="put {run.id} in the path (each trial is its own run), e.g. out/{run.id}/metrics.json",
-                    )
-                owner[path] = run_id
+        """The check lives with the pipeline's validation, so `dagflow validate` makes it too."""
+        clash = metrics_clash(self.spec, str(self.spec.file), self.name)
+        if clash is not None:
+            raise SpecError([clash])
 
     def _metrics_paths(self, plan: Plan) -> list[str]:
         return [node.metrics for node in plan.nodes.values() if node.step == self.objective_step and node.metrics]
@@ -209,6 +219,8 @@ class SpearmintTrials:
     regions: list[str] = field(default_factory=lambda: [""])
 
     def __post_init__(self) -> None:
+        self.likelihood = self.experiment.likelihood
+        self.constraints = dict(self.experiment.constraints)
         self.name = self.name or self.experiment.name
         self.source = str(self.experiment.directory)
         config = str(self.experiment.config_file)
@@ -217,8 +229,7 @@ class SpearmintTrials:
         except ValueError as error:
             raise SpecError([Diagnostic(config, 0, 0, "variables", str(error))]) from None
         if self.experiment.language != "PYTHON":
-            message = f"only PYTHON experiments run here, not {self.experiment.language}"
-            raise SpecError([Diagnostic(config, 0, 0, "language", message)])
+            raise SpecError([Diagnostic(config, 0, 0, "language", refusal(self.experiment.language))])
         if self.optimizer not in OPTIMIZERS:
             message = f"unknown optimiser {self.optimizer!r}"
             raise SpecError([Diagnostic(config, 0, 0, "", message, ", ".join(OPTIMIZERS))])
@@ -250,3 +261,25 @@ class SpearmintTrials:
         node = plan.nodes[JOB_STEP]
         assert node.metrics is not None
         return read_metric(Path(node.metrics), self.metric)
+
+    def outputs(self, plan: Plan) -> dict[str, float] | None:
+        if not self.constraints:
+            return None
+        values = self._result(plan).get("values")
+        if not isinstance(values, dict) or any(not isinstance(values.get(c), int | float) for c in self.constraints):
+            where = plan.nodes[JOB_STEP].metrics
+            raise TrialError(f"result {where} lacks the constraint values {', '.join(sorted(self.constraints))}")
+        return {name: float(values[name]) for name in self.constraints}
+
+    def failure(self, plan: Plan) -> str | None:
+        error = self._result(plan).get("error")
+        return error if isinstance(error, str) and error else None
+
+    @staticmethod
+    def _result(plan: Plan) -> dict[str, Any]:
+        path = plan.nodes[JOB_STEP].metrics
+        try:
+            data = json.loads(Path(path or "").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}

@@ -1,0 +1,3 @@
+def main(job_id, params):
+    print 'Evaluating at %f' % params['x']
+    return float(params['x'])
