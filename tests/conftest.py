@@ -1,4 +1,4 @@
-pytest_plugins = ["aws_fixtures", "slurm_fixtures", "condor_pool"]
+pytest_plugins = ["aws_fixtures", "slurm_fixtures", "condor_pool", "sge_fixtures"]
 
 
 def pytest_configure(config):  # type: ignore[no-untyped-def]

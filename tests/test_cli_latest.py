@@ -45,7 +45,8 @@ def test_logs_of_a_cached_node_come_from_the_run_that_ran_it(tmp_path: Path) -> 
     import subprocess
     import sys
 
-    (tmp_path / "p.yaml").write_text("name: tiny\nsteps:\n  hello:\n    command: python -c \"print('from the first run')\"\n")
+    command = "python -c \"print('from the first run')\""
+    (tmp_path / "p.yaml").write_text(f"name: tiny\nsteps:\n  hello:\n    command: {command}\n")
 
     def dagflow(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "dagflow", *args], cwd=tmp_path, capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""Every engine is one module behind the same small contract (engines/base.py)."""
+"""Every engine is one module behind the same contract (engines/base.py), reached through the registry."""
 
 from __future__ import annotations
 
@@ -6,17 +6,23 @@ import inspect
 
 import pytest
 
-from dagflow.engines.base import Engine
-from dagflow.engines.condor.engine import CondorEngine
-from dagflow.engines.local import LocalEngine
-from dagflow.engines.slurm.engine import SlurmEngine
+from dagflow.engines.base import RESOURCE_FIELDS, Engine, EngineOption
+from dagflow.engines.registry import engine_class, engine_names, load_engine
+
+CONTRACT = ("prepare", "submit", "resume", "wait", "status", "read_status", "cancel", "run", "submitted", "cancelled")
 
 
-@pytest.mark.parametrize("engine_class", [LocalEngine, CondorEngine, SlurmEngine])
-def test_engine_implements_the_contract(engine_class: type) -> None:
-    engine = engine_class()
+@pytest.mark.parametrize("name", ["local", "condor", "slurm"])
+def test_engine_implements_the_contract(name: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    engine = load_engine(name, tmp_path)
     assert isinstance(engine, Engine)
-    for method in ("prepare", "submit", "status", "cancel"):
+    assert engine.name == name and engine_class(name).summary
+    for method in CONTRACT:
         expected = list(inspect.signature(getattr(Engine, method)).parameters)
-        assert list(inspect.signature(getattr(engine_class, method)).parameters) == expected, method
-    assert engine.name in {"local", "condor", "slurm"}
+        assert list(inspect.signature(getattr(type(engine), method)).parameters) == expected, (name, method)
+    assert set(engine_class(name).honours) <= set(RESOURCE_FIELDS)
+    assert all(isinstance(option, EngineOption) for option in engine_class(name).options)
+
+
+def test_the_builtin_engines_are_registered() -> None:
+    assert engine_names()[:3] == ["local", "condor", "slurm"]

@@ -154,8 +154,8 @@ def run_wrapped(tmp_path: Path, plan: Plan, name: str) -> int:
 def test_the_wrapper_journals_attempts_retries_unless_exit_and_timeouts(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, WRAPPED)
     assert run_wrapped(tmp_path, plan, "flaky") == 0
-    assert run_wrapped(tmp_path, plan, "usage") == 1
-    assert run_wrapped(tmp_path, plan, "slow") == 1
+    assert run_wrapped(tmp_path, plan, "usage") == 2  # the node's own exit code (unless_exit: no retry)
+    assert run_wrapped(tmp_path, plan, "slow") == 143  # timed out: 128 + SIGTERM
     assert run_wrapped(tmp_path, plan, "env") == 0
     journal = read_journal(tmp_path / "run" / "journal.jsonl")
     flaky, usage, slow = journal.nodes["flaky"], journal.nodes["usage"], journal.nodes["slow"]

@@ -97,8 +97,11 @@ def _fail_json(error: DagflowError) -> None:
         print_json_error(str(error), error.exit_code)
 
 
-def load_plan_or_exit(path: Path, run_id: str | None = None):  # -> Plan
-    """Load, validate and expand a pipeline file; on bad input print every diagnostic and exit 2."""
+def load_plan_or_exit(path: Path, run_id: str | None = None, honoured_by: str | None = None):  # -> Plan
+    """Load, validate and expand a pipeline file; on bad input print every diagnostic and exit 2.
+
+    Warnings (a deprecated key; with honoured_by, each step field that engine ignores) go to stderr.
+    """
     from dagflow.plan.expand import expand
     from dagflow.run.ids import validate_run_id
     from dagflow.spec import load_spec
@@ -107,6 +110,24 @@ def load_plan_or_exit(path: Path, run_id: str | None = None):  # -> Plan
         if run_id is not None:
             validate_run_id(run_id)  # before it names a directory ({run.id} in paths, the run directory)
         spec = load_spec(path)
+        print_spec_warnings(spec, honoured_by)
         return expand(spec, run_id=run_id)
     except DagflowError as error:
         fail(error)
+
+
+def print_spec_warnings(spec, engine: str | None = None) -> int:  # spec: dagflow.spec.Spec
+    """Print the spec's warnings, and with engine those about fields it ignores, on stderr; how many."""
+    warnings = list(spec.warnings)
+    if engine is not None:
+        from dagflow.engines.registry import engine_class
+        from dagflow.spec.engine_fields import ignored_fields
+
+        warnings += ignored_fields(spec, frozenset(engine_class(engine).honours), engine)
+    for warning in warnings:
+        if _JSON_ERRORS.get():
+            line = json.dumps({"warning": warning.message, "where": warning.location(), "field": warning.path})
+        else:
+            line = f"warning: {warning.render()}"
+        print(line, file=sys.stderr)
+    return len(warnings)

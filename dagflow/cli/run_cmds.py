@@ -1,4 +1,5 @@
-"""`dagflow run`, `dagflow status` and `dagflow logs`: the local engine from the command line."""
+"""`dagflow run`, `dagflow status` and `dagflow logs`: run a pipeline (on this machine by default) and look
+at a run of any engine."""
 
 from __future__ import annotations
 
@@ -6,29 +7,31 @@ import json
 import sys
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import JsonOption, RunsDirOption, checked_run_id, fail, load_plan_or_exit
-from dagflow.cli.submit_cmds import EngineName
+from dagflow.cli.common import JsonOption, RunsDirOption, checked_run_id, fail
+from dagflow.cli.engine_flags import check_engine_settings, engine_option, load_plan_for, with_engine_options
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
-from dagflow.run.ids import new_run_id, validate_run_id
+from dagflow.run.ids import new_run_id
 from dagflow.run.journal import CACHED, read_journal
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, RunNotFoundError, find_run
+
+RUN_DEFAULT_ENGINE = "local"
 
 
 class UsageError(DagflowError):
     pass
 
 
-def _load_plan(pipeline: Path, run_id: str | None) -> Plan:
+def _load_plan(pipeline: Path, run_id: str | None, engine: str) -> Plan:
     if not pipeline.is_file():
         raise UsageError(f"{pipeline}: no such file")
     if pipeline.suffix != ".json":
-        return load_plan_or_exit(pipeline, run_id)
+        return load_plan_for(pipeline, run_id, engine)
     try:
         plan = Plan.from_json(pipeline.read_text())
     except (ValueError, KeyError, TypeError) as error:
@@ -42,6 +45,7 @@ def _runs_dir_hint(runs_dir: Path) -> str:
 
 
 @app.command("run")
+@with_engine_options("run")
 def run_command(
     pipeline: Annotated[
         Path | None, typer.Argument(help="pipeline.yaml to run (or a plan.json).", show_default=False)
@@ -50,91 +54,47 @@ def run_command(
         str | None,
         typer.Option("--resume", metavar="RUN_ID", help="Rerun what did not finish in this run ('latest')."),
     ] = None,
-    jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", min=1, help="Nodes running at once [default: cpu count].")
-    ] = None,
-    gpus: Annotated[
-        str | None, typer.Option("--gpus", help="GPU devices to use, e.g. 0,1 [default: nvidia-smi].")
-    ] = None,
-    force: Annotated[
-        list[str] | None,
-        typer.Option("--force", metavar="STEP", help="Run this step (or node) and its descendants even if cached."),
-    ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Run every node; skip nothing.")] = False,
     json_output: JsonOption = False,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Name the new run.", callback=checked_run_id)
     ] = None,
-    kill_grace: Annotated[
-        float, typer.Option("--kill-grace", min=0, help="Seconds between SIGTERM and SIGKILL.")
-    ] = 10.0,
-    engine: Annotated[EngineName, typer.Option("--engine", help="Where the nodes run.")] = EngineName.local,
+    engine: Annotated[str | None, engine_option(RUN_DEFAULT_ENGINE)] = None,
+    engine_settings: dict[str, Any] | None = None,
 ) -> None:
-    """Run a pipeline on this machine: nodes in parallel, retries, timeouts, caching, resume.
+    """Run a pipeline and wait for it: on this machine by default (nodes in parallel, retries, timeouts,
+    caching, resume), or on a batch engine with --engine.
 
     Every run keeps its plan, logs and journal in RUNS_DIR/<run-id>/. A node unchanged since it last
     succeeded (command, environment, params, input files, upstream) is skipped; after a crash or
-    Ctrl-C, `dagflow run --resume RUN_ID` reruns only what had not finished. Exit status: 0 all
-    succeeded, 1 some node failed, 2 bad input, 130 interrupted.
+    Ctrl-C, `dagflow run --resume RUN_ID` reruns only what had not finished, on the engine that started
+    the run. Exit status: 0 all succeeded, 1 some node failed, 2 bad input, 130 interrupted.
     """
-    if resume is not None and engine is EngineName.local:  # a run resumes on the engine that started it
-        from dagflow.cli.submit_cmds import engine_of
+    from dagflow.cli.submit_cmds import check_resume_arguments, continued_engine, print_run_status
+    from dagflow.engines.registry import load_engine
 
-        engine = engine_of(runs_dir, resume)
-    if engine is not EngineName.local:
-        local_only = {"--jobs": jobs, "--gpus": gpus, "--force": force, "--no-cache": no_cache}
-        given = [option for option, value in local_only.items() if value]
-        if given:
-            fail(UsageError(f"{', '.join(given)}: only for the local engine ({engine.value} places and runs nodes)"))
-    if engine is EngineName.slurm:  # sbatch jobs, waited for; see `dagflow submit` to return at once
-        from dagflow.cli.submit_cmds import run_on_slurm
-
-        raise typer.Exit(run_on_slurm(pipeline, resume, run_id, runs_dir, json_output))
-    if engine is EngineName.condor:  # a DAGMan job, waited for; `dagflow submit` returns at once
-        from dagflow.cli.condor_cmds import run_on_condor
-
-        raise typer.Exit(run_on_condor(pipeline, resume, run_id, runs_dir, json_output))
-    from dagflow.engines.local import JsonReporter, PlainReporter, Reporter, RunOptions, resume_local, run_local
-
-    hint = _runs_dir_hint(runs_dir)
-    reporter: Reporter
-    if json_output:
-        reporter = JsonReporter()
-    elif sys.stdout.isatty():
-        from dagflow.engines.local.live_view import RichReporter  # rich is only needed on a terminal
-
-        reporter = RichReporter(runs_dir_hint=hint)
-    else:
-        reporter = PlainReporter(runs_dir_hint=hint)
-    options = RunOptions(
-        runs_dir=runs_dir,
-        jobs=jobs,
-        gpus=gpus,
-        force=tuple(force or ()),
-        use_cache=not no_cache,
-        kill_grace_s=kill_grace,
-        reporter=reporter,
-        handle_signals=True,
-    )
+    given = engine_settings or {}
     try:
         if resume is not None:
-            if pipeline is not None or run_id is not None:
-                raise UsageError("--resume continues an existing run: give no pipeline and no --run-id")
-            result = resume_local(resume, options)
+            check_resume_arguments(pipeline, run_id)
+            layout = find_run(runs_dir, resume)
+            name = continued_engine(layout, engine)
+            check_engine_settings(name, given, "run")
+            code = load_engine(name, runs_dir, given).run(None, layout.run_dir, json_output)
         else:
             if pipeline is None:
                 raise UsageError("give a pipeline file to run, or --resume RUN_ID")
-            if run_id is not None:
-                validate_run_id(run_id)
-            if gpus is not None:
-                from dagflow.engines.local.devices import check_devices
-
-                check_devices(gpus)  # a device that is not here is bad input, not a slot to wait for
-            result = run_local(_load_plan(pipeline, run_id), options)
+            name = engine or RUN_DEFAULT_ENGINE
+            check_engine_settings(name, given, "run")
+            chosen = load_engine(name, runs_dir, given)
+            plan = _load_plan(pipeline, run_id, name)
+            layout = RunLayout(Path(runs_dir).absolute(), plan.run_id)
+            code = chosen.run(plan, layout.run_dir, json_output)
+        if code is None:  # a batch engine: show where the run ended
+            code = print_run_status(layout, json_output)
     except DagflowError as error:
         fail(error)
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(code)
 
 
 @app.command("status")
@@ -147,7 +107,7 @@ def status_command(
     interval: Annotated[float, typer.Option("--interval", min=0.2, help="Seconds between --watch refreshes.")] = 2.0,
 ) -> None:
     """Show a run's state: counts per node state and a table of nodes."""
-    from dagflow.run.status import read_run_status  # dispatches on the run's engine (local, slurm, condor)
+    from dagflow.run.status import read_run_status  # read the way the run's recorded engine says
     from dagflow.run.status_view import print_status, watch_status
 
     try:

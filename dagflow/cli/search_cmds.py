@@ -210,7 +210,9 @@ def run_command(
     """Run the pipeline's search: suggest, submit trials, collect objectives, until the budget is spent.
 
     Each trial is a run of the pipeline (one region's sub-DAG with `per: region`) with the trial's
-    params, named <search>-t<N>[-<region>]. Ctrl-C cancels running trials; after Ctrl-C or a crash, the
+    params, named <search>-t<N>[-<region>]. With `early_stopping:` in the search block, trials that
+    append one JSON line per step to their metrics file and trail the others are stopped early (state
+    stopped, their last value counted). Ctrl-C cancels running trials; after Ctrl-C or a crash, the
     same command continues the search. Exit status: 0 done, 1 a region had no successful trial,
     2 bad input, 3 stopped after --max-identical-failures trials in a row failed alike, 130 stopped.
     """

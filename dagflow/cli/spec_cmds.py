@@ -10,7 +10,8 @@ from typing import Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import checked_run_id, fail, load_plan_or_exit, note_json
+from dagflow.cli.common import checked_run_id, fail, load_plan_or_exit, note_json, print_spec_warnings
+from dagflow.cli.engine_flags import checked_engine
 from dagflow.errors import DagflowError
 
 
@@ -22,11 +23,19 @@ PipelineArg = Annotated[Path, typer.Argument(help="The pipeline YAML file.", sho
 
 
 @app.command()
-def validate(pipeline: PipelineArg) -> None:
+def validate(
+    pipeline: PipelineArg,
+    engine: Annotated[
+        str | None,
+        typer.Option("--engine", help="Also warn about each step field this engine ignores.", callback=checked_engine),
+    ] = None,
+) -> None:
     """Check a pipeline file and report every problem at once.
 
     Each problem is printed as FILE:LINE:COLUMN: FIELD: what is wrong (what is allowed); hint.
-    Exit code 0 when the file is valid, 2 when it is not.
+    Warnings (a deprecated key; with --engine, step fields that engine will not place by) are printed
+    as `warning: ...` on stderr and leave the exit code alone. Exit code 0 when the file is valid, 2 when
+    it is not.
     """
     from dagflow.plan.expand import expand
     from dagflow.spec import check_search, load_spec
@@ -37,6 +46,7 @@ def validate(pipeline: PipelineArg) -> None:
         plan = expand(spec, run_id="validate")
     except DagflowError as error:
         fail(error)
+    print_spec_warnings(spec, engine)
     print(f"{pipeline}: valid — {len(plan.steps)} steps, {len(plan.nodes)} nodes")
 
 

@@ -1,35 +1,31 @@
-"""`dagflow submit` and `dagflow cancel`: start a run on an engine without waiting for it, and stop it.
-
-`--engine condor` (the default) submits the compiled DAG to a schedd as one DAGMan job; `--engine slurm`
-hands the whole DAG to Slurm; `--engine local` starts a detached local runner. `dagflow cancel` stops a
-run of any engine: it reads which one from the run directory.
+"""`dagflow submit`, `dagflow resubmit` and `dagflow cancel`: start a run on an engine without waiting for
+it, continue it, and stop it. Engines come from the registry (dagflow/engines/registry.py); a run that
+exists is always continued and stopped by the engine recorded in its run directory.
 """
 
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import JsonOption, RunsDirOption, checked_run_id, fail, load_plan_or_exit
+from dagflow.cli.common import JsonOption, RunsDirOption, checked_run_id, fail
+from dagflow.cli.engine_flags import (
+    EngineUsageError,
+    check_engine_settings,
+    engine_option,
+    load_plan_for,
+    print_report,
+    with_engine_options,
+)
 from dagflow.errors import DagflowError
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, find_run
 
 EXIT_CODES = {"succeeded": 0, "interrupted": 130}
-
-
-class EngineName(StrEnum):
-    condor = "condor"
-    slurm = "slurm"
-    local = "local"
-
-
-class SubmitUsageError(DagflowError):
-    pass
+SUBMIT_DEFAULT_ENGINE = "condor"
 
 
 def print_run_status(layout: RunLayout, json_output: bool) -> int:
@@ -45,10 +41,29 @@ def print_run_status(layout: RunLayout, json_output: bool) -> int:
     return EXIT_CODES.get(status.state, 1)
 
 
+def continued_engine(layout: RunLayout, asked: str | None) -> str:
+    """The engine that continues an existing run: the one recorded for it; asking for another is an error."""
+    from dagflow.engines.registry import engine_of_run
+
+    recorded = engine_of_run(layout)
+    if asked is not None and asked != recorded:
+        raise EngineUsageError(
+            f"run {layout.run_id} was started with --engine {recorded}; it continues there "
+            "(leave out --engine)"
+        )
+    return recorded
+
+
+def check_resume_arguments(pipeline: Path | None, run_id: str | None) -> None:
+    if pipeline is not None or run_id is not None:
+        raise EngineUsageError("--resume continues an existing run: give no pipeline and no --run-id")
+
+
 @app.command("submit")
+@with_engine_options("submit")
 def submit_command(
     pipeline: Annotated[Path | None, typer.Argument(help="pipeline.yaml to submit.", show_default=False)] = None,
-    engine: Annotated[EngineName, typer.Option("--engine", help="Where the nodes run.")] = EngineName.condor,
+    engine: Annotated[str | None, engine_option(SUBMIT_DEFAULT_ENGINE)] = None,
     resume: Annotated[
         str | None,
         typer.Option("--resume", metavar="RUN_ID", help="Submit again what did not finish in this run ('latest')."),
@@ -59,148 +74,76 @@ def submit_command(
     ] = None,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     json_output: JsonOption = False,
-    schedd: Annotated[
-        str | None, typer.Option("--name", "--schedd", help="condor: schedd to submit to (default: the local one).")
-    ] = None,
-    pool: Annotated[str | None, typer.Option("--pool", help="condor: collector that knows the schedd.")] = None,
-    max_gpu_jobs: Annotated[
-        int, typer.Option(min=1, help="condor: GPU nodes DAGMan keeps submitted at once (MAXJOBS gpu N).")
-    ] = 16,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="condor: print the DAGMan job's submit description; submit nothing.")
-    ] = False,
+    engine_settings: dict[str, Any] | None = None,
 ) -> None:
-    """Submit a pipeline to a batch engine and return once it holds the work.
+    """Submit a pipeline to an engine and return once it holds the work.
 
     With --engine condor (the default) the pipeline is compiled into a new run directory and its DAG
     submitted to a schedd through the htcondor2 bindings (honouring CONDOR_CONFIG, --name and --pool);
-    it prints the run id and the DAGMan job id. After a failure `dagflow resubmit RUN_ID` submits the
-    rescue DAG. Exit status: 0 submitted, 2 bad input, 3 no schedd reachable (compiled files kept).
+    it prints the run id and the DAGMan job id. With --engine slurm every node becomes an sbatch job (a
+    job array per step where the wiring allows) with afterok/aftercorr dependencies. With --engine local
+    a detached runner runs the nodes on this machine.
 
-    With --engine slurm every node becomes an sbatch job (a job array per step where the wiring
-    allows) with afterok/aftercorr dependencies, --gres=gpu:N for GPU steps and cpu, memory and time
-    limits; the run directory records the job ids. Follow it with `dagflow status`, stop it with
-    `dagflow cancel`, and after a failure `dagflow submit --resume RUN_ID` submits only what did not
-    succeed. Exit status: 0 submitted, 2 bad input, 3 no Slurm reachable.
+    Follow a run with `dagflow status`, stop it with `dagflow cancel`; after a failure `dagflow resubmit
+    RUN_ID` (or `submit --resume RUN_ID`) submits only what did not succeed, on the engine that started
+    the run. Exit status: 0 submitted, 2 bad input, 3 engine not reachable (compiled files kept).
     """
-    condor_only = {"--name": schedd, "--pool": pool, "--dry-run": dry_run, "--max-gpu-jobs": max_gpu_jobs != 16}
-    if engine is EngineName.condor:
-        if resume is not None or wait:
-            fail(SubmitUsageError("--resume and --wait are for slurm and local; a condor run continues with "
-                                  "`dagflow resubmit RUN_ID`"))
-        if pipeline is None:
-            fail(SubmitUsageError("give a pipeline file to submit"))
-        from dagflow.cli.condor_cmds import submit_condor
+    from dagflow.engines.registry import load_engine
 
-        submit_condor(pipeline, schedd, pool, run_id, max_gpu_jobs, dry_run, runs_dir, json_output)
-        return
-    given = [option for option, value in condor_only.items() if value]
-    if given:
-        fail(SubmitUsageError(f"{', '.join(given)}: only for --engine condor"))
+    given = engine_settings or {}
     try:
-        if engine is EngineName.local:
-            layout = _submit_local(pipeline, resume, run_id, runs_dir)
-            summary: dict[str, object] = {"run_id": layout.run_id, "engine": "local"}
+        if resume is not None:
+            check_resume_arguments(pipeline, run_id)
+            layout = find_run(runs_dir, resume)
+            name = continued_engine(layout, engine)
+            check_engine_settings(name, given, "submit")
+            chosen = load_engine(name, layout.runs_dir, given)
+            handle = chosen.resume(layout.run_dir)
         else:
-            submitted = _submit_slurm(pipeline, resume, run_id, runs_dir)
-            layout = submitted.layout
-            summary = {
-                "run_id": layout.run_id,
-                "engine": "slurm",
-                "submission": submitted.sub,
-                "nodes": submitted.nodes,
-                "jobs": submitted.jobs,
-                "seconds": round(submitted.seconds, 3),
-            }
+            if pipeline is None:
+                raise EngineUsageError("give a pipeline file to submit, or --resume RUN_ID")
+            name = engine or SUBMIT_DEFAULT_ENGINE
+            check_engine_settings(name, given, "submit")
+            chosen = load_engine(name, runs_dir, given)
+            plan = load_plan_for(pipeline, run_id, name)
+            layout = RunLayout(Path(runs_dir).absolute(), plan.run_id)
+            handle = chosen.submit(plan, layout.run_dir)
         if wait:
-            _wait(layout)
+            chosen.wait(layout.run_dir)
+            raise typer.Exit(print_run_status(layout, json_output))
+        report = chosen.submitted(layout.run_dir, handle)
     except DagflowError as error:
         fail(error)
-    if wait:
-        raise typer.Exit(print_run_status(layout, json_output))
-    if json_output:
-        print(json.dumps(summary, separators=(",", ":")))
-    elif engine is EngineName.slurm:
-        jobs = summary["jobs"]
-        print(
-            f"submitted run {layout.run_id}: {summary['nodes']} nodes as {len(jobs)} Slurm jobs "  # type: ignore[arg-type]
-            f"in {summary['seconds']} s; follow it with `dagflow status {layout.run_id}`"
-        )
-    else:
-        print(f"started run {layout.run_id} in the background; follow it with `dagflow status {layout.run_id}`")
+    print_report(report, json_output)
 
 
-def engine_of(runs_dir: Path, run_id: str) -> EngineName:
-    """The engine an existing run was started with (a resume continues on it); local if unknown."""
-    from dagflow.engines.condor.records import is_condor_run
-    from dagflow.engines.slurm import is_slurm_run
+@app.command("resubmit")
+@with_engine_options("resubmit")
+def resubmit_command(
+    run_id: Annotated[str | None, typer.Argument(help="Run id [default: the latest run].")] = None,
+    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    json_output: JsonOption = False,
+    engine_settings: dict[str, Any] | None = None,
+) -> None:
+    """Submit a failed or cancelled run again, on the engine that started it; what finished is not rerun.
 
+    A condor run is submitted from DAGMan's newest rescue DAG (condor_submit_dag -DoRescueFrom N); a
+    condor run whose first submission found no schedd is submitted as compiled. A slurm run submits the
+    nodes that did not succeed; a local run starts a detached runner on the rest.
+    Exit status: 0 submitted, 2 nothing to resubmit (running, succeeded, no rescue DAG), 3 not reachable.
+    """
+    from dagflow.engines.registry import load_engine
+
+    given = engine_settings or {}
     try:
         layout = find_run(runs_dir, run_id)
-    except DagflowError:  # no such run: the local engine's resume says so
-        return EngineName.local
-    if is_condor_run(layout.run_dir):
-        return EngineName.condor
-    return EngineName.slurm if is_slurm_run(layout) else EngineName.local
-
-
-def _submit_slurm(pipeline: Path | None, resume: str | None, run_id: str | None, runs_dir: Path):  # -> Submitted
-    from dagflow.engines.slurm import resume_slurm, submit_slurm
-
-    if resume is not None:
-        if pipeline is not None or run_id is not None:
-            raise SubmitUsageError("--resume continues an existing run: give no pipeline and no --run-id")
-        return resume_slurm(resume, runs_dir)
-    if pipeline is None:
-        raise SubmitUsageError("give a pipeline file to submit, or --resume RUN_ID")
-    return submit_slurm(load_plan_or_exit(pipeline, run_id), runs_dir)
-
-
-def run_on_slurm(
-    pipeline: Path | None,
-    resume: str | None,
-    run_id: str | None,
-    runs_dir: Path,
-    json_output: bool,
-) -> int:
-    """`dagflow run --engine slurm`: submit, wait for the end, print the status; the exit code."""
-    try:
-        layout = _submit_slurm(pipeline, resume, run_id, runs_dir).layout
-        _wait(layout)
+        name = continued_engine(layout, None)
+        check_engine_settings(name, given, "resubmit")
+        chosen = load_engine(name, layout.runs_dir, given)
+        report = chosen.submitted(layout.run_dir, chosen.resume(layout.run_dir))
     except DagflowError as error:
         fail(error)
-    return print_run_status(layout, json_output)
-
-
-def _submit_local(pipeline: Path | None, resume: str | None, run_id: str | None, runs_dir: Path) -> RunLayout:
-    from dagflow.engines.local import LocalEngine, RunOptions
-
-    engine = LocalEngine(RunOptions(runs_dir=runs_dir))
-    if resume is not None:
-        layout = find_run(runs_dir, resume)
-        engine.submit(layout.load_plan(), layout.run_dir)
-        return layout
-    if pipeline is None:
-        raise SubmitUsageError("give a pipeline file to submit, or --resume RUN_ID")
-    plan = load_plan_or_exit(pipeline, run_id)
-    layout = RunLayout(runs_dir.absolute(), plan.run_id)
-    engine.submit(plan, layout.run_dir)
-    return layout
-
-
-def _wait(layout: RunLayout) -> None:
-    from dagflow.engines.slurm import is_slurm_run, wait_slurm
-
-    if is_slurm_run(layout):
-        wait_slurm(layout)
-        return
-    import time
-
-    from dagflow.run.status import read_status
-
-    time.sleep(0.5)  # the detached runner takes the run's lock as it starts
-    while read_status(layout).runner_alive:
-        time.sleep(0.5)
+    print_report(report, json_output)
 
 
 @app.command("cancel")
@@ -209,26 +152,23 @@ def cancel_command(
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     json_output: JsonOption = False,
 ) -> None:
-    """Stop a submitted run: remove its DAGMan job, scancel its Slurm jobs, or stop its local runner.
+    """Stop a submitted run with the engine that started it: remove its DAGMan job, scancel its Slurm
+    jobs, or stop its local runner.
 
-    Finished nodes stay finished: continue with `dagflow resubmit` (condor) or `--resume` (slurm, local).
+    Finished nodes stay finished: continue with `dagflow resubmit` (or `--resume`).
     """
-    from dagflow.engines.condor.records import is_condor_run
-    from dagflow.engines.local import LocalEngine
-    from dagflow.engines.slurm import cancel_slurm, is_slurm_run
+    from dagflow.engines.registry import engine_for_run
 
     try:
         layout = find_run(runs_dir, run_id)
-        if is_condor_run(layout.run_dir):
-            from dagflow.cli.condor_cmds import cancel_condor_run
-
-            cancel_condor_run(layout, json_output)
-            return
-        if is_slurm_run(layout):
-            cancel_slurm(layout.run_id, layout.runs_dir)
-        else:
-            LocalEngine().cancel(layout.run_dir)
-            _wait(layout)  # the runner stops its nodes and journals them
+        chosen = engine_for_run(layout)
+        chosen.cancel(layout.run_dir)
+        report = chosen.cancelled(layout.run_dir)
+        if report is None:
+            chosen.wait(layout.run_dir)  # the engine stops its nodes and journals them
     except DagflowError as error:
         fail(error)
+    if report is not None:
+        print_report(report, json_output)
+        return
     print_run_status(layout, json_output)

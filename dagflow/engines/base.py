@@ -1,20 +1,71 @@
-"""The one contract every engine implements (local, condor, slurm, ...).
+"""The one contract every engine implements (local, condor, slurm, ...), and what an engine declares.
 
 An engine turns a Plan into work somewhere. It owns nothing but what it writes into the run
-directory; status, resume and reports read that directory.
+directory; status, resume and reports read that directory. Callers (the CLI, the search scheduler,
+status) reach engines only through dagflow/engines/registry.py, never by name.
+
+An engine class declares:
+  name      its registry name (`--engine NAME`)
+  summary   one line for `--help`
+  options   its own settings (EngineOption); the CLI turns each into a flag of the commands it names
+  honours   the step fields it turns into placement (RESOURCE_FIELDS); `dagflow validate --engine`
+            warns about the others
+and is built as EngineClass(runs_dir, settings) with settings keyed by option name (defaults filled in).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from dagflow.plan import Plan
+
+if TYPE_CHECKING:
+    from dagflow.run.layout import RunLayout
+    from dagflow.run.status import RunStatus
+
+# Step fields that place a node (resources and the rest); each engine honours a subset.
+RESOURCE_FIELDS = (
+    "cpus", "memory", "disk", "gpus", "gpu_memory", "cuda_capability",
+    "requirements", "classads", "priority", "timeout",
+)  # fmt: skip
+
+# Commands whose flags engine options can be: starting a run and continuing one.
+ENGINE_COMMANDS = frozenset({"run", "submit", "resubmit"})
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOption:
+    """One setting an engine accepts; the CLI shows it as a flag on each command in `commands`."""
+
+    name: str  # the settings key, a Python identifier
+    flags: tuple[str, ...]  # e.g. ("--name", "--schedd"); the first is the canonical spelling
+    help: str
+    type: type = str  # str, int, float, bool (a switch) or list (repeatable, of str)
+    default: Any = None
+    commands: frozenset[str] = ENGINE_COMMANDS
+    min: float | None = None
+    metavar: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What a command prints about an engine's action: one JSON object with --json, else lines."""
+
+    data: dict[str, Any]
+    lines: list[str] = field(default_factory=list)  # for stdout
+    notes: list[str] = field(default_factory=list)  # for stderr, before the lines
+    text: str = ""  # written to stdout as is after the lines (a dry run's submit description)
 
 
 @runtime_checkable
 class Engine(Protocol):
-    name: str
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    options: ClassVar[tuple[EngineOption, ...]]
+    honours: ClassVar[frozenset[str]]
 
     def prepare(self, plan: Plan, run_dir: Path) -> None:
         """Write whatever the engine needs into run_dir (generated files, journal); start nothing."""
@@ -22,8 +73,66 @@ class Engine(Protocol):
     def submit(self, plan: Plan, run_dir: Path) -> str:
         """Start the work; return an engine-specific handle (a job id, a pid) recorded in run_dir."""
 
+    def resume(self, run_dir: Path) -> str:
+        """Start again what did not finish in an existing run; the new handle."""
+
+    def wait(self, run_dir: Path) -> None:
+        """Block until the run's work has ended (succeeded, failed or stopped)."""
+
     def status(self, run_dir: Path) -> dict[str, str]:
         """Node name -> state, read from what the engine wrote into run_dir."""
 
+    def read_status(self, layout: RunLayout) -> RunStatus:
+        """The run's whole status view (`dagflow status`)."""
+
     def cancel(self, run_dir: Path) -> None:
         """Stop the work started by submit."""
+
+    def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
+        """`dagflow run`: start (plan) or resume (None) the run and block until it ends. Returns the exit
+        code when the engine showed the outcome itself, None when the caller shows the run's status."""
+
+    def submitted(self, run_dir: Path, handle: str) -> Report:
+        """What `dagflow submit` (and `resubmit`) print after submit or resume returned handle."""
+
+    def cancelled(self, run_dir: Path) -> Report | None:
+        """What `dagflow cancel` prints; None: wait for the run to stop and show its status."""
+
+
+class EngineBase:
+    """Defaults for the parts of the contract most engines share; subclasses set the class attributes."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    options: ClassVar[tuple[EngineOption, ...]] = ()
+    honours: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
+        from dagflow.run.layout import DEFAULT_RUNS_DIR
+
+        self.runs_dir = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR  # as given: hints show it
+        self.settings = {option.name: option.default for option in type(self).options}
+        self.settings.update(settings or {})
+
+    def status(self, run_dir: Path) -> dict[str, str]:
+        from dagflow.run.layout import RunLayout
+
+        return self.read_status(RunLayout.from_run_dir(run_dir)).node_states()
+
+    def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
+        if plan is None:
+            self.resume(run_dir)  # type: ignore[attr-defined]
+        else:
+            self.submit(plan, run_dir)  # type: ignore[attr-defined]
+        self.wait(run_dir)  # type: ignore[attr-defined]
+        return None
+
+    def submitted(self, run_dir: Path, handle: str) -> Report:
+        run_id = Path(run_dir).name
+        return Report(
+            {"run_id": run_id, "engine": self.name},
+            [f"submitted run {run_id} to {self.name}; follow it with `dagflow status {run_id}`"],
+        )
+
+    def cancelled(self, run_dir: Path) -> Report | None:
+        return None

@@ -16,8 +16,6 @@ from graphlib import TopologicalSorter
 from operator import itemgetter
 from typing import Any
 
-import classad2
-
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.gc_pause import gc_paused
 from dagflow.plan.model import DAGFLOW_LAUNCHER, PROMOTE_SUFFIX, PUBLISH_SUFFIX, Node, Plan, Resources, StepInfo
@@ -26,7 +24,6 @@ from dagflow.spec.model import PipelineSpec, StepSpec
 from dagflow.spec.templates import Template, parse_template
 from dagflow.spec.validate import Spec
 from dagflow.spec.yamlpos import dotted
-from dagflow.text import CONTROL_CHARACTERS
 
 
 def new_run_id(pipeline: str) -> str:
@@ -289,9 +286,7 @@ def _requirements(step: StepSpec) -> str | None:
     if placement is not None and placement.requirements:
         parts.append(placement.requirements)
     if step.requirements:
-        text = step.requirements.strip()
-        # a multi-line YAML expression is re-serialised by HTCondor's own parser onto one line
-        parts.append(str(classad2.ExprTree(text)) if CONTROL_CHARACTERS.search(text) else text)
+        parts.append(step.requirements.strip())  # as written: the condor engine puts it on one line
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else " && ".join(f"({part})" for part in parts)

@@ -7,21 +7,29 @@ Events, with short keys because a big run writes two per node:
     {"e": "end", "n": node, "a": attempt, "s": state, "rc": code, "why": text, "k": cache key, "t": wall}
     {"e": "cached", "n": node, "k": cache key, "t": wall}               skipped: unchanged since it last ran
     {"e": "upstream_failed", "n": [nodes], "by": node, "t": wall}
+    {"e": "replan", "n": [nodes], "t": wall}   the pipeline changed before a resume: these finished nodes
+                                               changed with it and are pending again
     {"e": "finish", "s": run state, "t": wall}
 
 A later runner tells the node's process (`pid`) from an unrelated one that reused its pid by the
 process's environment (procs.py). Journals written before that also hold `st`, the process start time
 in clock ticks; it is still read, and no longer used. An "end" state is succeeded, failed,
-interrupted, or retry (the node will start again). Every event is written with one write(2) as soon as
-it happens, so a runner killed with SIGKILL loses nothing that it wrote; terminal events are also
-fdatasync'ed, at most once per 50 ms (`JournalWriter.commit`), so a crash of the machine loses at most
-the last 50-odd milliseconds of them (those nodes rerun).
-A torn last line (the runner died mid-write) is ignored on read and cut off before the next runner
-appends.
+interrupted, or retry (the node will start again). The events of one turn of the runner's loop are
+written together with one write(2) before it waits again (`JournalWriter.commit`), so a runner killed
+with SIGKILL loses at most the events of the turn it was in; nothing of them is lost for good: node
+starts and exits are also in the keeper's `procs.jsonl`, which the next runner reads, and cached or
+upstream-failed nodes are found again. Terminal events are also fdatasync'ed, at most once per 50 ms,
+so a crash of the machine loses at most the last 50-odd milliseconds of them (those nodes rerun).
+A torn last line (the runner died mid-write, or the disk filled up: a short write is cut off again at
+once and the runner stops) is ignored on read and cut off before the next runner appends. A line that is
+valid JSON but not an event of this format (a missing or mistyped field) is skipped and counted
+(`JournalState.bad_lines`), never applied in part. Node processes also leave their own record, written
+by the keeper process that outlives a killed runner (`procs.jsonl`, see engines/local/keeper.py).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -63,6 +71,7 @@ class JournalState:
     finished: str | None = None  # the run state of the latest runner's finish event, if it wrote one
     finished_at: float | None = None
     skipped_lines: int = 0  # lines that were not valid JSON (a torn tail)
+    bad_lines: int = 0  # valid JSON that is not a well-formed event (skipped)
 
     def record(self, node: str) -> NodeRecord:
         record = self.nodes.get(node)
@@ -74,42 +83,76 @@ class JournalState:
         return {name for name, record in self.nodes.items() if record.state in DONE_STATES}
 
     def apply(self, event: dict[str, Any]) -> None:
+        """Fold one event in; raises ValueError, before changing anything, when it is malformed."""
         kind = event.get("e")
         if kind == "start":
-            record = self.record(event["n"])
+            name = _name(event)
+            pid = _optional(event, "pid", int)
+            record = self.record(name)
             record.state = RUNNING
             record.attempts += 1
-            record.started = event.get("t")
+            record.started = _optional(event, "t", float)
             record.ended = None
-            record.pid = event.get("pid")
-            record.start_ticks = event.get("st")
+            record.pid = pid
+            record.start_ticks = event.get("st") if isinstance(event.get("st"), int) else None
             record.rc = record.why = None
         elif kind == "end":
-            record = self.record(event["n"])
-            state = event["s"]
+            name, state = _name(event), event.get("s")
+            if state not in _END_STATES:
+                raise ValueError(f"end event with state {state!r}")
+            rc, why = _optional(event, "rc", int), _optional(event, "why", str)
+            ended, key = _optional(event, "t", float), _optional(event, "k", str)
+            record = self.record(name)
             record.state = RETRYING if state == "retry" else state
-            record.rc = event.get("rc")
-            record.why = event.get("why")
-            record.ended = event.get("t")
-            record.key = event.get("k")
+            record.rc, record.why, record.ended, record.key = rc, why, ended, key
         elif kind == "cached":
-            record = self.record(event["n"])
+            name, key, ended = _name(event), _optional(event, "k", str), _optional(event, "t", float)
+            record = self.record(name)
             record.state = CACHED
-            record.key = event.get("k")
-            record.ended = event.get("t")
-        elif kind == "upstream_failed":
-            for name in event["n"]:
+            record.key, record.ended = key, ended
+        elif kind in ("upstream_failed", "replan"):
+            names = event.get("n")
+            if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+                raise ValueError(f"{kind} event without a list of nodes")
+            for name in names:
                 record = self.record(name)
-                record.state = UPSTREAM_FAILED
-                record.why = f"upstream {event.get('by')} failed"
+                if kind == "replan":
+                    self.nodes[name] = NodeRecord(attempts=record.attempts)
+                else:
+                    record.state = UPSTREAM_FAILED
+                    record.why = f"upstream {event.get('by')} failed"
         elif kind == "run":
+            started = _optional(event, "t", float)
             self.runners += 1
             if self.started is None:
-                self.started = event.get("t")
+                self.started = started
             self.finished = self.finished_at = None
         elif kind == "finish":
-            self.finished = event.get("s")
-            self.finished_at = event.get("t")
+            state, at = _optional(event, "s", str), _optional(event, "t", float)
+            self.finished, self.finished_at = state, at
+        else:
+            raise ValueError(f"unknown event {kind!r}")
+
+
+_END_STATES = frozenset({SUCCEEDED, FAILED, INTERRUPTED, "retry"})
+
+
+def _name(event: dict[str, Any]) -> str:
+    name = event.get("n")
+    if not isinstance(name, str):
+        raise ValueError("event without a node name")
+    return name
+
+
+def _optional(event: dict[str, Any], field_name: str, kind: type) -> Any:
+    value = event.get(field_name)
+    if value is None:
+        return None
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ValueError(f"field {field_name!r} is {type(value).__name__}, not {kind.__name__}")
+    return value
 
 
 def read_journal(path: Path) -> JournalState:
@@ -127,8 +170,12 @@ def read_journal(path: Path) -> JournalState:
         except ValueError:
             state.skipped_lines += 1
             continue
-        if isinstance(event, dict):
+        try:
+            if not isinstance(event, dict):
+                raise ValueError("not an object")
             state.apply(event)
+        except ValueError:
+            state.bad_lines += 1
     return state
 
 
@@ -148,7 +195,9 @@ def _cut_torn_tail(fd: int) -> None:
 class JournalWriter:
     """Appends events to the journal and makes terminal ones durable without a sync per event.
 
-    Every event is written at once with one write(2), so a SIGKILLed runner loses nothing it wrote.
+    Events are buffered and written by `commit()` (or `flush()`) with one write(2): the runner calls
+    it once per turn of its loop, before it waits. A short write (a full disk) is cut off again at once
+    and raises OSError, so the journal never holds a torn line that a later event could follow.
     Terminal events are made durable by `commit()`, which fdatasyncs at most once per `sync_interval_s`
     and otherwise says when the next sync is due, so that the caller's event loop wakes up for it.
     A crash of the machine therefore loses at most the last interval's terminal events (those nodes
@@ -159,23 +208,44 @@ class JournalWriter:
     def __init__(self, path: Path, sync_interval_s: float = 0.05) -> None:
         self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         _cut_torn_tail(self._fd)
+        self._size = os.fstat(self._fd).st_size
         self._dumps = json.JSONEncoder(separators=(",", ":")).encode
         self._interval = sync_interval_s
         self._dirty = False
         self._last_sync = -sync_interval_s
+        self._pending: list[str] = []
 
     def write(self, event: dict[str, Any], durable: bool = False) -> None:
+        """Queue an event; `commit()` or `flush()` writes it."""
         event.setdefault("t", round(time.time(), 3))
-        os.write(self._fd, (self._dumps(event) + "\n").encode())
+        self._pending.append(self._dumps(event))
         if durable:
             self._dirty = True
 
+    def write_pending(self) -> None:
+        """Write the queued events with one write(2)."""
+        if not self._pending:
+            return
+        data = ("\n".join(self._pending) + "\n").encode()
+        self._pending.clear()
+        try:
+            written = os.write(self._fd, data)
+        except OSError:
+            os.ftruncate(self._fd, self._size)  # a write that failed may still have written part
+            raise
+        if written != len(data):  # a full disk (or file size limit) took part of it: cut it off again
+            os.ftruncate(self._fd, self._size)
+            raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (journal write cut short)")
+        self._size += written
+
     def commit(self) -> float | None:
-        """Sync the terminal events written so far, unless the last sync was under an interval ago.
+        """Write the queued events, and sync the terminal ones unless the last sync was under an
+        interval ago.
 
         Returns None when nothing waits to be synced, else the seconds until commit() should be
         called again to sync it.
         """
+        self.write_pending()
         if not self._dirty:
             return None
         now = time.monotonic()
@@ -186,7 +256,8 @@ class JournalWriter:
         return None
 
     def flush(self) -> None:
-        """Sync now whatever terminal events are not on disk yet."""
+        """Write the queued events and sync now whatever terminal events are not on disk yet."""
+        self.write_pending()
         if self._dirty:
             self._sync(time.monotonic())
 

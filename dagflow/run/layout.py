@@ -20,6 +20,7 @@ DEFAULT_RUNS_DIR = Path(".dagflow") / "runs"
 LATEST_FILE = "LATEST"  # holds the id of the run started most recently under a runs dir
 SEARCH_TRIAL_FILE = "trial.json"  # marks a search's trial run (dagflow/search/ownership.py): never `latest`
 DRY_RUN_FILE = "DRY-RUN"  # marks a run compiled by `submit --dry-run` and not submitted since: never `latest`
+ENGINE_FILE = "engine"  # the name of the engine that made the run, written once (dagflow/engines/registry.py)
 
 
 class RunNotFoundError(DagflowError):
@@ -52,6 +53,17 @@ class RunLayout:
     def pipeline_hash_path(self) -> Path:
         """sha256 of the pipeline file the run was planned from: a resume re-plans when it changed."""
         return self.run_dir / "pipeline.sha256"
+
+    @property
+    def engine_path(self) -> Path:
+        return self.run_dir / ENGINE_FILE
+
+    def recorded_engine(self) -> str | None:
+        """The engine the run was made with, as recorded at creation; None for runs made before the record."""
+        try:
+            return self.engine_path.read_text().strip() or None
+        except OSError:
+            return None
 
     @property
     def lock_path(self) -> Path:
@@ -98,9 +110,11 @@ class RunLayout:
     def exists(self) -> bool:
         return self.plan_path.is_file()
 
-    def create(self, plan: Plan) -> None:
-        """Make the run directory and write plan.json; the run id must be new."""
+    def create(self, plan: Plan, engine: str = "local") -> None:
+        """Make the run directory, record the engine making it and write plan.json; the run id must be new."""
         self.logs_dir.mkdir(parents=True, exist_ok=True)
+        if not self.engine_path.exists():  # recorded once: a continued run keeps its engine
+            write_atomic(self.engine_path, (engine + "\n").encode())
         write_atomic(self.plan_path, plan.to_json().encode())
         self.journal_path.touch()
         self.mark_latest()

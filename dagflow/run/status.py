@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -160,30 +159,26 @@ class RunStatus:
 
 def read_status(layout: RunLayout) -> RunStatus:
     plan = layout.load_plan()
-    return RunStatus(layout, plan, read_journal(layout.journal_path), is_locked(layout.lock_path))
-
-
-# Batch engines whose runs status reads their own way: engine -> (what marks such a run directory,
-# "module:function" taking the RunLayout and returning its RunStatus). Other runs are the local engine's.
-ENGINE_STATUS_READERS = {
-    "condor": ("condor/run.json", "dagflow.engines.condor.observe:read_condor_status"),
-    "slurm": ("slurm", "dagflow.engines.slurm.observe:read_slurm_status"),
-}
+    journal = read_journal(layout.journal_path)
+    status = RunStatus(layout, plan, journal, is_locked(layout.lock_path))
+    if journal.bad_lines:  # said once, here, rather than failing on each
+        status.notes.append(f"skipped {journal.bad_lines} malformed line(s) in {layout.journal_path}")
+        status.extra["journal_malformed_lines"] = journal.bad_lines
+    return status
 
 
 def run_engine(layout: RunLayout) -> str:
-    for engine, (marker, _) in ENGINE_STATUS_READERS.items():
-        if (layout.run_dir / marker).exists():
-            return engine
-    return "local"
+    """The engine that made the run (its record in the run directory; see dagflow/engines/registry.py)."""
+    from dagflow.engines.registry import engine_of_run
+
+    return engine_of_run(layout)
 
 
 def read_run_status(layout: RunLayout) -> RunStatus:
-    """Status of a run of any engine, read the way its engine says."""
-    engine = run_engine(layout)
-    if engine == "local":
-        return read_status(layout)
-    module, function = ENGINE_STATUS_READERS[engine][1].split(":")
-    status = getattr(importlib.import_module(module), function)(layout)
-    status.engine = engine
+    """Status of a run of any engine, read the way the engine that made it says."""
+    from dagflow.engines.registry import engine_for_run
+
+    engine = engine_for_run(layout)
+    status = engine.read_status(layout)
+    status.engine = engine.name
     return status

@@ -54,6 +54,7 @@ def summarise(record: SearchRecord, trials: list[Trial]) -> dict[str, Any]:
                 "run_id": trial.run_id,
                 "job": trial.handle,
                 "error": trial.error,
+                "step": trial.step,
                 "created": trial.created,
                 "finished": trial.finished,
             }

@@ -24,12 +24,17 @@ Crash safety (kill -9 at any moment, then run the same command again):
 - results are read from the run directories, which outlive the scheduler (the local engine's runners
   run detached), and recorded by one guarded UPDATE, so a trial that ended while the scheduler was
   down is recorded on restart and none is recorded twice.
+- early stopping (early_stopping.py) records its decision to stop a trial (state stopping, with the
+  trial's last value) before it cancels the trial's run, then records it stopped; a trial found
+  stopping on restart is cancelled again (harmless when its run is gone) and recorded stopped, so it
+  is never restarted and counted once. Its last value is given to the optimiser as its result.
 Only one scheduler may work on a search at a time (an flock beside the database, released by the
 kernel when the process dies however it dies).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import secrets
@@ -44,10 +49,20 @@ from typing import Any
 
 from dagflow.engines.base import Engine
 from dagflow.errors import DagflowError
+from dagflow.plan import Plan
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
 from dagflow.search import Observation, loss, make_optimizer
+from dagflow.search.early_stopping import EarlyStopper, StopDecision
 from dagflow.search.optimizer import Optimizer
-from dagflow.search.ownership import fresh_run_id, identity, owns, read_latest, record_owner, restore_latest
+from dagflow.search.ownership import (
+    TRIAL_FILE,
+    fresh_run_id,
+    identity,
+    owns,
+    read_latest,
+    record_owner,
+    restore_latest,
+)
 from dagflow.search.scheduler_engines import EngineSettings, make_engine
 from dagflow.search.scheduler_observe import (
     FAILED_RUN,
@@ -64,6 +79,8 @@ from dagflow.search.store import (
     FAILED,
     IN_FLIGHT,
     RUNNING,
+    STOPPED,
+    STOPPING,
     SUBMITTING,
     SearchRecord,
     SearchStore,
@@ -80,6 +97,9 @@ EXIT_STOPPED = 130
 
 DEFAULT_TRIAL_TIMEOUT_S = 7 * 24 * 3600.0
 DEFAULT_START_GRACE_S = 120.0
+# Fault injection for the crash tests: seconds to wait between recording a stop decision and cancelling
+# the trial's run, so a test can kill -9 the scheduler inside that window.
+STOP_PAUSE_ENV = "DAGFLOW_SEARCH_STOP_PAUSE_S"
 
 
 class SearchBusyError(DagflowError):
@@ -157,6 +177,8 @@ class Scheduler:
         self._optimizers: dict[str, Optimizer] = {}
         self._uid = ""
         self._failures: list[tuple[str, str]] = []  # (trial label, error) of the failures in a row, latest last
+        self._stopper = self._early_stopper()
+        self._stop_pause_s = float(os.environ.get(STOP_PAUSE_ENV) or 0)
 
     # -- the loop ------------------------------------------------------------------------------------
 
@@ -196,6 +218,19 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _early_stopper(self) -> EarlyStopper | None:
+        spec = self.source.early_stopping
+        if spec is None:
+            return None
+        goal = self.source.goal
+        return EarlyStopper(spec, self.source.metric, lambda value: loss(value, goal), self._progress_files)
+
+    def _progress_files(self, run_id: str) -> list[Path]:
+        try:
+            return self.source.progress_files(RunLayout.from_run_dir(self.runs_dir / run_id).load_plan())
+        except (DagflowError, OSError):
+            return []
 
     def _seed(self) -> int:
         existing = self.store.search(self.name)
@@ -239,6 +274,11 @@ class Scheduler:
                 f"continue it with --engine {other[0]}"
             )
         for trial in in_flight:
+            if trial.state == STOPPING:
+                self._finish_stop(trial)
+                continue
+            if trial.state == RUNNING and self._stopper is not None:
+                self._stopper.resume(trial.run_id)
             if trial.state != SUBMITTING:
                 continue
             trial = self._own_run(trial)
@@ -278,18 +318,36 @@ class Scheduler:
         """The trial, with a run id whose directory is absent or provably this trial's own."""
         while True:
             run_dir = self.runs_dir / trial.run_id
-            if not run_dir.exists() or owns(run_dir, identity(self._uid, trial)):
+            # No plan.json: not a run (none yet, or a prepare cut short by a kill), so the name is free.
+            prepared = RunLayout(self.runs_dir, trial.run_id).exists()
+            if not prepared or owns(run_dir, identity(self._uid, trial)) or self._claim_unmarked(trial):
                 return trial
             fresh = fresh_run_id(trial)
             self.say(f"[{trial.label}] run {trial.run_id} exists but is not this trial's own; using run {fresh}")
             trial = self.store.set_run_id(trial, fresh)
+
+    def _claim_unmarked(self, trial: Trial) -> bool:
+        """A run prepared for this trial by a scheduler killed before it wrote trial.json: it has none, and
+        its stored plan is exactly the plan this trial makes (same params, number and run id), so what it
+        holds is this trial's work. Claimed by writing trial.json now."""
+        run_dir = self.runs_dir / trial.run_id
+        if (run_dir / TRIAL_FILE).exists():
+            return False
+        try:
+            stored = Plan.from_json((run_dir / "plan.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        expected = self.source.plan(trial.region, trial.number, trial.params, trial.run_id)
+        expected = dataclasses.replace(expected, workdir=os.path.abspath(expected.workdir))
+        stored = dataclasses.replace(stored, workdir=os.path.abspath(stored.workdir))
+        return stored.to_json() == expected.to_json() and record_owner(run_dir, identity(self._uid, trial))
 
     def _submit(self, trial: Trial, verb: str) -> None:
         trial = self._own_run(trial)
         run_dir = self.runs_dir / trial.run_id
         try:
             plan = self.source.plan(trial.region, trial.number, trial.params, trial.run_id)
-            if not run_dir.exists():
+            if not RunLayout(self.runs_dir, trial.run_id).exists():
                 latest = read_latest(self.runs_dir)
                 self.engine.prepare(plan, run_dir)
                 restore_latest(self.runs_dir, latest)
@@ -321,6 +379,35 @@ class Scheduler:
                 self._end(trial, FAILED, error=observed.why)
             elif observed.state in (VANISHED, NOT_STARTED):
                 self._end(trial, FAILED, error=f"vanished: {observed.why}")
+        if self._stopper is not None:
+            self._early_stop(region)
+
+    def _early_stop(self, region: str) -> None:
+        """Stop the running trials the early-stopping rule rules out, each through the engine's cancel."""
+        assert self._stopper is not None
+        trials = self.store.trials(self.name, region)
+        running = {trial.run_id: trial for trial in trials if trial.state == RUNNING}
+        ended = [trial.run_id for trial in trials if trial.state in (TRIAL_SUCCEEDED, STOPPED, STOPPING)]
+        for run_id, decision in self._stopper.decide(list(running), ended).items():
+            if self._stop.is_set():
+                return
+            self._stop_early(running[run_id], decision)
+
+    def _stop_early(self, trial: Trial, decision: StopDecision) -> None:
+        trial_loss = loss(decision.value, self.source.goal)
+        if not self.store.mark_stopping(trial, decision.value, trial_loss, decision.step, decision.reason):
+            return  # it ended meanwhile
+        if self._stop_pause_s:
+            time.sleep(self._stop_pause_s)
+        self._finish_stop(self.store.trial(trial.search, trial.region, trial.number))
+
+    def _finish_stop(self, trial: Trial) -> None:
+        """Cancel a trial recorded as stopping, then record it stopped (also what a restart does)."""
+        self._cancel(self.runs_dir / trial.run_id)
+        if self.store.finish_stopping(trial):
+            self._failures.clear()
+            value = f"{trial.value:.6g}" if trial.value is not None else "?"
+            self.say(f"[{trial.label}] stopped at step {trial.step} {self.source.metric}={value}: {trial.error}")
 
     def _succeeded(self, trial: Trial, run_dir: Path) -> None:
         try:
@@ -404,6 +491,7 @@ class Scheduler:
         from dagflow.search.gp_ei import recommend
 
         done = [t for t in self.store.trials(self.name, region) if t.state in (TRIAL_SUCCEEDED, FAILED)]
+        # stopped trials inform the model but are not candidates: the reported best ran to its end
         index = recommend(self.source.space, _observations(done), self.source.likelihood)
         return done[index] if index is not None else None
 
@@ -423,7 +511,9 @@ class Scheduler:
 
     def _cancel_in_flight(self, quiet: bool = False) -> None:
         for trial in self.store.trials(self.name):
-            if trial.state in IN_FLIGHT:
+            if trial.state == STOPPING:
+                self._finish_stop(trial)
+            elif trial.state in IN_FLIGHT:
                 self._cancel(self.runs_dir / trial.run_id)
                 self._end(trial, CANCELLED, error="stopped with the scheduler")
         if not quiet:
@@ -448,9 +538,10 @@ class Scheduler:
 
 
 def _observations(trials: list[Trial]) -> list[Observation]:
-    """What the optimiser learns from the finished trials: loss (None for a failure) and constraint values."""
+    """What the optimiser learns from the finished trials: loss (None for a failure) and constraint values.
+    A trial stopped early counts with its last intermediate loss, standing in for the final one."""
     return [
-        Observation(trial.params, trial.loss if trial.state == TRIAL_SUCCEEDED else None, trial.outputs)
+        Observation(trial.params, trial.loss if trial.state in (TRIAL_SUCCEEDED, STOPPED) else None, trial.outputs)
         for trial in trials
-        if trial.state in (TRIAL_SUCCEEDED, FAILED)
+        if trial.state in (TRIAL_SUCCEEDED, FAILED, STOPPED)
     ]

@@ -2,9 +2,15 @@
 
     searches(name PK, kind, source, fingerprint, config JSON, seed, budget, parallel, created, uid)
     trials(search, region, number, params JSON, state, engine, run_id UNIQUE, handle, value, loss,
-           error, created, submitted, finished, deadline, outputs JSON; PK (search, region, number))
+           error, created, submitted, finished, deadline, outputs JSON, step; PK (search, region, number))
 
 `outputs` holds a succeeded trial's constraint values ({name: value}; NULL without constraints).
+`step` is the last intermediate step a trial reported when early stopping stopped it (NULL otherwise).
+
+Early stopping records its decision first: one guarded UPDATE moves the running trial to `stopping`
+with its last value, loss, step and the reason; only then is its run cancelled, and the trial moved
+from `stopping` to `stopped`. A scheduler killed in between finds the trial `stopping` on restart and
+finishes the stop (cancel again, record it stopped): the trial is never restarted nor counted twice.
 
 A trial row is written (state `submitting`, with its params and run id) and committed before the
 engine hears of it, its engine handle afterwards (state `running`), and its end in one guarded
@@ -35,8 +41,10 @@ RUNNING = "running"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 CANCELLED = "cancelled"  # stopped by Ctrl-C: no result, not counted against the budget
-IN_FLIGHT = (SUBMITTING, RUNNING)
-COUNTED = (SUBMITTING, RUNNING, SUCCEEDED, FAILED)
+STOPPING = "stopping"  # early stopping decided to stop it; its run is being cancelled
+STOPPED = "stopped"  # stopped early: its last intermediate value is its result
+IN_FLIGHT = (SUBMITTING, RUNNING, STOPPING)
+COUNTED = (SUBMITTING, RUNNING, STOPPING, SUCCEEDED, FAILED, STOPPED)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS searches (
@@ -68,6 +76,7 @@ CREATE TABLE IF NOT EXISTS trials (
     finished  REAL,
     deadline  REAL NOT NULL,
     outputs   TEXT,
+    step      INTEGER,
     PRIMARY KEY (search, region, number)
 );
 CREATE INDEX IF NOT EXISTS trials_state ON trials (search, state);
@@ -110,6 +119,7 @@ class Trial:
     finished: float | None
     deadline: float
     outputs: dict[str, float] | None = None  # constraint values of a succeeded trial
+    step: int | None = None  # the last step a trial stopped early had reported
 
     @property
     def label(self) -> str:
@@ -156,6 +166,8 @@ class SearchStore:
         with self.transaction() as db:
             if "outputs" not in trial_columns:  # databases written before constraints
                 db.execute("ALTER TABLE trials ADD COLUMN outputs TEXT")
+            if "step" not in trial_columns:  # databases written before early stopping
+                db.execute("ALTER TABLE trials ADD COLUMN step INTEGER")
             if "uid" not in columns:
                 db.execute("ALTER TABLE searches ADD COLUMN uid TEXT")
             for (name,) in db.execute("SELECT name FROM searches WHERE uid IS NULL").fetchall():
@@ -283,8 +295,28 @@ class SearchStore:
                 "UPDATE trials SET state = ?, value = ?, loss = ?, error = ?, finished = ?, outputs = ? "
                 "WHERE search = ? AND region = ? AND number = ? AND state IN (?, ?)",
                 (state, value, loss, error, time.time(), stored, trial.search, trial.region, trial.number,
-                 *IN_FLIGHT),
+                 SUBMITTING, RUNNING),
             )  # fmt: skip
+            return cursor.rowcount == 1
+
+    def mark_stopping(self, trial: Trial, value: float, loss: float, step: int, reason: str) -> bool:
+        """Record the decision to stop a running trial early; False (nothing written) when it is not running."""
+        with self.transaction() as db:
+            cursor = db.execute(
+                "UPDATE trials SET state = ?, value = ?, loss = ?, step = ?, error = ? "
+                "WHERE search = ? AND region = ? AND number = ? AND state = ?",
+                (STOPPING, value, loss, step, reason, trial.search, trial.region, trial.number, RUNNING),
+            )
+            return cursor.rowcount == 1
+
+    def finish_stopping(self, trial: Trial) -> bool:
+        """A stopping trial's run was cancelled: record it stopped; False when it already was."""
+        with self.transaction() as db:
+            cursor = db.execute(
+                "UPDATE trials SET state = ?, finished = ? "
+                "WHERE search = ? AND region = ? AND number = ? AND state = ?",
+                (STOPPED, time.time(), trial.search, trial.region, trial.number, STOPPING),
+            )
             return cursor.rowcount == 1
 
     def trials(self, search: str, region: str | None = None) -> list[Trial]:
@@ -294,6 +326,9 @@ class SearchStore:
             query += " AND region = ?"
             args += (region,)
         return [_trial_of(self.path, row) for row in self._db.execute(query + " ORDER BY region, number", args)]
+
+    def trial(self, search: str, region: str, number: int) -> Trial:
+        return self._trial(search, region, number)
 
     def _trial(self, search: str, region: str, number: int) -> Trial:
         row = self._db.execute(
@@ -334,4 +369,5 @@ def _trial_of(path: Path, row: sqlite3.Row) -> Trial:
         outputs=_json_of(path, f"search {row['search']!r} {label}", "outputs", row["outputs"], dict)
         if row["outputs"] is not None
         else None,
+        step=row["step"],
     )

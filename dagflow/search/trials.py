@@ -7,7 +7,8 @@ Two kinds of search share the scheduler through `TrialSource`:
   of one region (every node on that region, and their ancestors). Nodes of steps that use none of the
   searched params keep the pipeline's own params, so the local engine's cache runs them once for
   all trials. The objective is the metric read from the metrics file of the step with `metrics:`,
-  averaged over its nodes when the trial has several (other matrix axes).
+  averaged over its nodes when the trial has several (other matrix axes). With `early_stopping:` the
+  same files carry the trial's intermediate metrics, one JSON line per step (progress.py).
 - SpearmintTrials: a Spearmint experiment directory. A trial is one job, `main(job_id, params)`,
   run as a one-node plan by `python -m dagflow.search.spearmint_job`; the objective is its result, and
   the experiment's CONSTRAINT tasks' values come back as the trial's outputs.
@@ -27,11 +28,13 @@ from dagflow.errors import Diagnostic, SpecError
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.plan.expand import expand
 from dagflow.search import ENGINES as OPTIMIZERS
+from dagflow.search.progress import last_object
 from dagflow.search.space import SearchSpace
 from dagflow.search.spearmint import SpearmintExperiment
 from dagflow.search.spearmint_job import default_result_path, refusal
 from dagflow.spec import Spec
-from dagflow.spec.search_checks import metrics_clash
+from dagflow.spec.model import EarlyStoppingSpec
+from dagflow.spec.search_checks import early_stopping_problems, metrics_clash
 
 
 class TrialError(Exception):
@@ -51,6 +54,7 @@ class TrialSource(Protocol):
     optimizer: str
     likelihood: str | None  # the objective's noise model: GAUSSIAN, NOISELESS or None (the engine's default)
     constraints: dict[str, str | None]  # constraint output -> its likelihood; feasible where the value >= 0
+    early_stopping: EarlyStoppingSpec | None  # None: every trial runs to its end
 
     def plan(self, region: str, number: int, params: Mapping[str, Any], run_id: str) -> Plan: ...
 
@@ -62,6 +66,10 @@ class TrialSource(Protocol):
 
     def failure(self, plan: Plan) -> str | None:
         """A failed trial's own error text, when the trial wrote one down (None: the run's reason says it)."""
+        ...
+
+    def progress_files(self, plan: Plan) -> list[Path]:
+        """The files a running trial appends its intermediate metrics to (progress.py)."""
         ...
 
 
@@ -90,12 +98,13 @@ def config_of(source: TrialSource) -> dict[str, Any]:
         "variables": source.space.names,
         **({"likelihood": source.likelihood} if source.likelihood else {}),
         **({"constraints": sorted(source.constraints)} if source.constraints else {}),
+        **({"early_stopping": source.early_stopping.model_dump()} if source.early_stopping else {}),
     }
 
 
 def read_metric(path: Path, metric: str) -> float:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = last_object(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TrialError(f"metrics file {path} was not written") from None
     except (OSError, ValueError) as error:
@@ -141,6 +150,10 @@ class PipelineTrials:
         self.optimizer = self.search.engine
         self.per = self.search.per
         self.regions = list(model.matrix[self.per]) if self.per else [""]
+        self.early_stopping = self.search.early_stopping
+        problems = early_stopping_problems(self.spec, str(self.spec.file))
+        if problems:
+            raise SpecError(problems)
         with_metrics = [name for name, step in model.steps.items() if step.metrics]
         if not with_metrics:
             raise self._error(
@@ -184,6 +197,9 @@ class PipelineTrials:
     def failure(self, plan: Plan) -> str | None:
         return None
 
+    def progress_files(self, plan: Plan) -> list[Path]:
+        return [Path(plan.workdir) / path for path in self._metrics_paths(plan)]
+
     def _check_metrics_apart(self) -> None:
         """The check lives with the pipeline's validation, so `dagflow validate` makes it too."""
         clash = metrics_clash(self.spec, str(self.spec.file), self.name)
@@ -219,6 +235,7 @@ class SpearmintTrials:
     regions: list[str] = field(default_factory=lambda: [""])
 
     def __post_init__(self) -> None:
+        self.early_stopping: EarlyStoppingSpec | None = None  # a Spearmint job reports no intermediate metrics
         self.likelihood = self.experiment.likelihood
         self.constraints = dict(self.experiment.constraints)
         self.name = self.name or self.experiment.name
@@ -270,6 +287,9 @@ class SpearmintTrials:
             where = plan.nodes[JOB_STEP].metrics
             raise TrialError(f"result {where} lacks the constraint values {', '.join(sorted(self.constraints))}")
         return {name: float(values[name]) for name in self.constraints}
+
+    def progress_files(self, plan: Plan) -> list[Path]:
+        return []
 
     def failure(self, plan: Plan) -> str | None:
         error = self._result(plan).get("error")

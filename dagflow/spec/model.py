@@ -25,6 +25,7 @@ STEP_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 # Matrix values become parts of node names, file names and DAGMan lines, so they stay plain.
 MATRIX_VALUE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 STEP_KINDS = ("transfer", "train", "evaluate", "command")
+OLD_OPTIMIZER_KEY = "engine"  # search.optimizer's deprecated name: it said nothing about where nodes run
 
 _size_schema = {"anyOf": [{"type": "string", "description": SIZE_HELP}, {"type": "number"}]}
 _duration_schema = {"anyOf": [{"type": "string", "description": DURATION_HELP}, {"type": "number"}]}
@@ -169,13 +170,45 @@ class VariableSpec(Strict):
         return self
 
 
+class EarlyStoppingSpec(Strict):
+    rule: Literal["median", "asha"] = Field(description="median stopping, or asynchronous successive halving")
+    min_steps: int = Field(1, ge=1, description="no trial is stopped before it reported this step (asha: rung 0)")
+    min_trials: int = Field(
+        3, ge=1, description="other trials that must have reported a step before a trial is compared at it"
+    )
+    reduction_factor: float | None = Field(
+        None, gt=1, description="asha: rungs at min_steps * factor^k keep the top 1/factor [default 3]"
+    )
+    max_steps: int | None = Field(None, ge=1, description="asha: the last step of a full trial (no rung from it on)")
+
+
 class SearchSpec(Strict):
     objective: ObjectiveSpec
     variables: dict[Identifier, VariableSpec] = Field(min_length=1)
     budget: int = Field(20, ge=1)
     parallel: int = Field(1, ge=1)
     per: Identifier | None = Field(None, description="a matrix axis to run one search per value of, e.g. region")
-    engine: str = Field("gp", description="optimiser: gp (default) or random")
+    optimizer: str = Field("gp", description="optimiser: gp (default) or random (formerly `engine`)")
+    early_stopping: EarlyStoppingSpec | None = Field(
+        None, description="stop trials whose intermediate metrics (one JSON line per step) trail the others'"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_optimizer_key(cls, data: Any) -> Any:
+        """`engine:` is the optimiser's old name (validation warns that it is deprecated)."""
+        if not isinstance(data, dict) or OLD_OPTIMIZER_KEY not in data:
+            return data
+        if "optimizer" in data:
+            raise ValueError(f"give optimizer only: {OLD_OPTIMIZER_KEY} is its deprecated old name")
+        data = dict(data)
+        data["optimizer"] = data.pop(OLD_OPTIMIZER_KEY)
+        return data
+
+    @property
+    def engine(self) -> str:
+        """The optimiser, by its deprecated old name (kept for readers not yet renamed)."""
+        return self.optimizer
 
 
 class ScheduleSpec(Strict):

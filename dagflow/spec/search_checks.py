@@ -9,10 +9,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dagflow.errors import Diagnostic, SpecError
+from dagflow.spec.model import OLD_OPTIMIZER_KEY
 
 if TYPE_CHECKING:
     from dagflow.plan import Plan
     from dagflow.spec.validate import Spec
+
+
+def optimizer_key(spec: Spec) -> str:
+    """The key the document names the optimiser with: `optimizer`, or its deprecated old name `engine`."""
+    return OLD_OPTIMIZER_KEY if ("search", OLD_OPTIMIZER_KEY) in spec.positions.keys else "optimizer"
 
 
 def search_diagnostics(spec: Spec, filename: str) -> list[Diagnostic]:
@@ -23,10 +29,11 @@ def search_diagnostics(spec: Spec, filename: str) -> list[Diagnostic]:
     from dagflow.search import ENGINES
 
     found: list[Diagnostic] = []
-    if search.engine not in ENGINES:
-        found.append(_at(spec, filename, ("search", "engine"), f"unknown optimiser {search.engine!r}",
+    if search.optimizer not in ENGINES:
+        found.append(_at(spec, filename, ("search", optimizer_key(spec)), f"unknown optimiser {search.optimizer!r}",
                          allowed=", ".join(ENGINES)))
     found += _variables(spec, filename)
+    found += early_stopping_problems(spec, filename)
     steps = metrics_steps(spec)
     if not steps:
         found.append(_at(spec, filename, ("search", "objective"), "no step has `metrics:`: the search reads its "
@@ -100,6 +107,25 @@ def _variables(spec: Spec, filename: str) -> list[Diagnostic]:
     except ValueError as error:
         return [_at(spec, filename, ("search", "variables"), str(error))]
     return []
+
+
+def early_stopping_problems(spec: Spec, filename: str) -> list[Diagnostic]:
+    """What the field types cannot say: which fields belong to which rule, and that rungs fit below max_steps."""
+    assert spec.model.search is not None
+    stopping = spec.model.search.early_stopping
+    if stopping is None:
+        return []
+    found: list[Diagnostic] = []
+    if stopping.rule != "asha":
+        for field in ("reduction_factor", "max_steps"):
+            if getattr(stopping, field) is not None:
+                found.append(_at(spec, filename, ("search", "early_stopping", field),
+                                 f"{field} is for rule: asha (successive halving), not rule: {stopping.rule}"))
+    elif stopping.max_steps is not None and stopping.max_steps <= stopping.min_steps:
+        found.append(_at(spec, filename, ("search", "early_stopping", "max_steps"),
+                         f"max_steps ({stopping.max_steps}) must be above min_steps ({stopping.min_steps}), "
+                         "the first rung"))
+    return found
 
 
 def _at(spec: Spec, filename: str, path: tuple[str, ...], message: str, *, allowed: str | None = None,

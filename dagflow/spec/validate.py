@@ -20,11 +20,13 @@ import classad2
 from pydantic import ValidationError
 
 from dagflow.errors import Diagnostic, SpecError
+from dagflow.plan.attributes import reserved_attributes
 from dagflow.policies import gpu_classes
 from dagflow.schedule.cron import FORM as CRON_FORM
 from dagflow.schedule.cron import CronError
 from dagflow.schedule.cron import normalize as normalize_cron
 from dagflow.spec.model import (
+    OLD_OPTIMIZER_KEY,
     PipelineSpec,
     PromoteSpec,
     ResourcesSpec,
@@ -54,9 +56,6 @@ RESERVED_CLASSADS = frozenset(
     )
 )
 
-# dagflow sets Dagflow<Name> for these and for every matrix axis (DagflowRegion, ...)
-DAGFLOW_ATTRIBUTES = ("Pipeline", "RunId", "Step", "Node", "Trial")
-
 # Field names allowed at each level of the document, for "did you mean" hints on unknown keys.
 _MODELS_BY_PATTERN: dict[tuple[str, ...], type] = {
     (): PipelineSpec,
@@ -82,6 +81,8 @@ class Spec:
     model: PipelineSpec
     file: Path
     positions: Positions
+    warnings: tuple[Diagnostic, ...] = ()  # what is allowed but should change (a deprecated key)
+    filename: str = ""  # the file as the user named it, as diagnostics show it
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -105,7 +106,8 @@ def parse_spec(text: str, filename: str, base: Path | None = None) -> Spec:
     checker.semantics(data)
     if checker.diagnostics or model is None:
         raise SpecError(checker.diagnostics)
-    return Spec(model=model, file=(base or Path.cwd()) / Path(filename).name, positions=positions)
+    file = (base or Path.cwd()) / Path(filename).name
+    return Spec(model=model, file=file, positions=positions, warnings=tuple(checker.warnings), filename=filename)
 
 
 def check_search(spec: Spec, filename: str | None = None) -> None:
@@ -154,6 +156,7 @@ class _Checker:
         self.filename = filename
         self.positions = positions
         self.diagnostics: list[Diagnostic] = []
+        self.warnings: list[Diagnostic] = []
 
     def add(self, path: Path_, message: str, *, allowed: str | None = None, hint: str | None = None,
             key: bool = False) -> None:
@@ -215,6 +218,13 @@ class _Checker:
         search_vars = search.get("variables") if isinstance(search.get("variables"), dict) else {}
         param_names = {str(name) for name in params}
         self._search_defaults(search_vars, param_names)
+        if OLD_OPTIMIZER_KEY in search:
+            line, column = self.positions.of(("search", OLD_OPTIMIZER_KEY), key=True)
+            self.warnings.append(Diagnostic(
+                self.filename, line, column, f"search.{OLD_OPTIMIZER_KEY}",
+                f"search.{OLD_OPTIMIZER_KEY} is deprecated: the optimiser is now set with optimizer",
+                hint=f"write optimizer: {search[OLD_OPTIMIZER_KEY]}",
+            ))
         for holder, field in ((search, "per"), (data.get("schedule") or {}, "per")):
             if isinstance(holder, dict) and isinstance(holder.get(field), str) and holder[field] not in matrix:
                 section = "search" if holder is search else "schedule"
@@ -391,12 +401,14 @@ class _Checker:
     def _classad_names(self, base: Path_, classads: Any, matrix: dict[str, Any]) -> None:
         if not isinstance(classads, dict):
             return
-        # ClassAd attribute names are case-insensitive
-        reserved = RESERVED_CLASSADS | {f"dagflow{name.lower()}" for name in (*DAGFLOW_ATTRIBUTES, *matrix)}
+        dagflow_sets = reserved_attributes(str(axis) for axis in matrix)  # lower-cased: ClassAds ignore case
         for key in classads:
-            if str(key).lower() in reserved:
+            lowered = str(key).lower()
+            if lowered in RESERVED_CLASSADS or lowered in dagflow_sets:
+                setter = dagflow_sets.get(lowered, "dagflow")
                 self.add((*base, "classads", key), f"{key!r} is set by dagflow or HTCondor itself",
-                         allowed="any other attribute name", key=True)
+                         allowed="any other attribute name", key=True,
+                         hint=None if setter == "dagflow" else f"dagflow sets it for {setter}")
 
     def _requirements(self, base: Path_, requirements: Any) -> None:
         if not isinstance(requirements, str):

@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
+from dagflow.engines.base import RESOURCE_FIELDS, EngineBase, EngineOption, Report
 from dagflow.engines.condor.compile import compile_plan
 from dagflow.engines.condor.dag_writer import DagOptions
 from dagflow.engines.condor.jobstate import read_jobstate
 from dagflow.engines.condor.observe import read_condor_status
 from dagflow.engines.condor.records import CondorRecord, condor_dir, is_condor_run
-from dagflow.engines.condor.schedd import ScheddTarget, dagman_description, remove_job, submit_dagman
+from dagflow.engines.condor.schedd import (
+    CondorUnreachableError,
+    ScheddTarget,
+    dagman_description,
+    remove_job,
+    submit_dagman,
+)
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
@@ -62,14 +72,14 @@ def prepare_condor(
     validate_run_id(plan.run_id)
     target = target or ScheddTarget()
     layout = RunLayout(Path(runs_dir).absolute(), plan.run_id)
-    if layout.run_dir.exists():
+    if layout.exists():  # a directory without plan.json is a prepare cut short: compiled again
         raise CondorRunError(f"run {plan.run_id} already exists in {layout.runs_dir}; choose another --run-id")
     try:
         dag = compile_plan(plan, condor_dir(layout.run_dir), options=options, log_dir=layout.logs_dir)
     except DagflowError:
         shutil.rmtree(layout.run_dir, ignore_errors=True)
         raise
-    layout.create(plan)
+    layout.create(plan, engine="condor")
     record = CondorRecord(dag=str(dag), schedd=target.name, pool=target.pool)
     record.save(layout.run_dir)
     return Prepared(layout, record)
@@ -165,19 +175,36 @@ def cancel_condor(layout: RunLayout) -> int:
     return latest.cluster
 
 
-class CondorEngine:
-    """The Engine contract over htcondor2: one DAGMan job per submission."""
+_STARTING = frozenset({"run", "submit"})  # options that shape a new run's submission
+CONDOR_OPTIONS = (
+    EngineOption("schedd", ("--name", "--schedd"), "condor: schedd to submit to (default: the local one).",
+                 commands=_STARTING),
+    EngineOption("pool", ("--pool",), "condor: collector that knows the schedd.", commands=_STARTING),
+    EngineOption("max_gpu_jobs", ("--max-gpu-jobs",), "condor: GPU nodes DAGMan keeps submitted at once "
+                 "(MAXJOBS gpu N).", int, 16, commands=_STARTING, min=1),
+    EngineOption("dry_run", ("--dry-run",), "condor: print the DAGMan job's submit description; submit nothing.",
+                 bool, False, commands=frozenset({"submit", "resubmit"})),
+)
 
-    name = "condor"
 
-    def __init__(self, target: ScheddTarget | None = None, options: DagOptions | None = None) -> None:
-        self.target = target or ScheddTarget()
-        self.options = options
+class CondorEngine(EngineBase):
+    """The Engine contract over htcondor2: one DAGMan job per submission; a resume submits the rescue DAG."""
+
+    name: ClassVar[str] = "condor"
+    summary: ClassVar[str] = "an HTCondor pool: the whole DAG as one DAGMan job"
+    options: ClassVar[tuple[EngineOption, ...]] = CONDOR_OPTIONS
+    honours: ClassVar[frozenset[str]] = frozenset(RESOURCE_FIELDS)
+
+    def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
+        super().__init__(runs_dir, settings)
+        self.target = ScheddTarget(self.settings["schedd"], self.settings["pool"])
+        self.dag_options = DagOptions(max_gpu_jobs=self.settings["max_gpu_jobs"])
+        self.last: Submission | None = None  # the latest submission, for submitted()
 
     def prepare(self, plan: Plan, run_dir: Path) -> None:
         if plan.run_id != Path(run_dir).name:
             raise CondorRunError(f"run_dir {run_dir} must be named after the plan's run id {plan.run_id}")
-        prepare_condor(plan, Path(run_dir).absolute().parent, self.target, self.options)
+        prepare_condor(plan, Path(run_dir).absolute().parent, self.target, self.dag_options)
 
     def submit(self, plan: Plan, run_dir: Path) -> str:
         """Submit a prepared run (preparing it first if needed), or resubmit a failed one from its rescue."""
@@ -186,14 +213,86 @@ class CondorEngine:
             self.prepare(plan, layout.run_dir)
         prepared = load_prepared(layout)
         if prepared.record.submissions:
-            return str(resubmit_condor(layout).cluster)
-        return str(submit_prepared(prepared).cluster)
+            return self.resume(run_dir)
+        try:
+            self.last = submit_prepared(prepared, dry_run=self.settings["dry_run"])
+        except CondorUnreachableError as error:
+            raise CondorUnreachableError(
+                f"{error}; compiled files kept in {prepared.dag.parent} "
+                f"(submit them later with `dagflow resubmit {layout.run_id}`)"
+            ) from None
+        return _handle(self.last)
 
-    def status(self, run_dir: Path) -> dict[str, str]:
-        return self.read(run_dir).node_states()
+    def resume(self, run_dir: Path) -> str:
+        self.last = resubmit_condor(RunLayout.from_run_dir(run_dir), dry_run=self.settings["dry_run"])
+        return _handle(self.last)
+
+    def wait(self, run_dir: Path) -> None:
+        wait_condor(RunLayout.from_run_dir(run_dir))
+
+    def read_status(self, layout: RunLayout) -> RunStatus:
+        return read_condor_status(layout)
 
     def read(self, run_dir: Path) -> RunStatus:
-        return read_condor_status(RunLayout.from_run_dir(run_dir))
+        return self.read_status(RunLayout.from_run_dir(run_dir))
 
     def cancel(self, run_dir: Path) -> None:
         cancel_condor(RunLayout.from_run_dir(run_dir))
+
+    def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
+        """Submit the DAG (or, resuming, its rescue DAG unless the run succeeded) and wait for DAGMan to end."""
+        layout = RunLayout.from_run_dir(run_dir)
+        if plan is None:
+            if read_condor_status(layout).state != "succeeded":
+                self.resume(run_dir)
+                print(f"resubmitted run {layout.run_id}: DAGMan job {_handle(self.last)}", file=sys.stderr)
+        else:
+            self.submit(plan, run_dir)
+            print(f"submitted run {layout.run_id}: DAGMan job {_handle(self.last)}; waiting for it", file=sys.stderr)
+        self.wait(run_dir)
+        return None
+
+    def submitted(self, run_dir: Path, handle: str) -> Report:
+        if self.last is None:
+            raise CondorRunError(f"run {Path(run_dir).name}: this engine submitted nothing")
+        return submission_report(self.last, self.last.prepared.target.describe())
+
+    def cancelled(self, run_dir: Path) -> Report:
+        layout = RunLayout.from_run_dir(run_dir)
+        latest = load_prepared(layout).record.latest
+        cluster = latest.cluster if latest is not None else None
+        run_id = layout.run_id
+        line = f"removed DAGMan job {cluster}.0 of run {run_id}; continue with `dagflow resubmit {run_id}`"
+        return Report({"run_id": run_id, "engine": self.name, "removed": f"{cluster}.0"}, [line])
+
+
+def _handle(submission: Submission | None) -> str:
+    return "" if submission is None or submission.cluster is None else f"{submission.cluster}.0"
+
+
+def submission_report(submission: Submission, target_text: str) -> Report:
+    """What submit and resubmit print: the DAGMan job and where it went, or a dry run's description."""
+    layout = submission.prepared.layout
+    dag = submission.prepared.dag
+    data: dict[str, Any] = {
+        "run_id": layout.run_id,
+        "engine": "condor",
+        "dagman_job": None if submission.cluster is None else f"{submission.cluster}.0",
+        "schedd": submission.prepared.record.schedd,
+        "pool": submission.prepared.record.pool,
+        "dag": str(dag),
+        "rescue": submission.rescue,
+        "dry_run": submission.cluster is None,
+    }
+    rescue = f" from rescue DAG {submission.rescue:03d}" if submission.rescue is not None else ""
+    if submission.cluster is None:
+        data["description"] = submission.description
+        notes = [
+            f"# dry run: would submit {dag}{rescue} to {target_text}; nothing submitted",
+            f"# run {layout.run_id}: compiled files in {dag.parent}",
+        ]
+        return Report(data, notes=notes, text=submission.description)
+    return Report(data, [
+        f"submitted run {layout.run_id}{rescue}: DAGMan job {submission.cluster}.0 on {target_text}",
+        f"follow it with `dagflow status {layout.run_id}`; stop it with `dagflow cancel {layout.run_id}`",
+    ])

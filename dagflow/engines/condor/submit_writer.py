@@ -16,16 +16,17 @@ import classad2
 from dagflow.data import IMPORT_ROOT
 from dagflow.engines.condor import escape
 from dagflow.engines.condor.templates import fill, load_template
+from dagflow.plan import attributes
+from dagflow.plan.attributes import attribute_name
 from dagflow.plan.model import Node, Plan, StepInfo
+from dagflow.text import CONTROL_CHARACTERS
 
 ARGS_MACRO = "DagflowArgs"
 ENV_MACRO = "DagflowEnv"
-TRIAL_ATTRIBUTE = "DagflowTrial"
+TRIAL_ATTRIBUTE = attributes.TRIAL
 # A job starts with no PATH of its own; after the submitter's interpreter, the usual system directories.
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
-BUILTIN_ATTRIBUTES = frozenset(
-    name.lower() for name in ("DagflowPipeline", "DagflowRunId", "DagflowStep", "DagflowKind", TRIAL_ATTRIBUTE)
-)
+BUILTIN_ATTRIBUTES = frozenset(name.lower() for name in attributes.BUILTIN_ATTRIBUTES)
 # HoldReasonCode 47 (JobExecuteExceeded): allowed_execute_duration puts the job on hold; removing it
 # makes the node fail, so DAGMan's RETRY applies instead of the DAG waiting on a held job forever.
 TIMEOUT_REMOVE = "(JobStatus == 5) && (HoldReasonCode =?= 47)"
@@ -76,9 +77,8 @@ def runtime_environment() -> dict[str, str]:
 
 
 def axis_macro(axis: str) -> str:
-    """`region` -> `DagflowRegion`, `data_split` -> `DagflowDataSplit` (macro and attribute name)."""
-    name = "Dagflow" + "".join(part[:1].upper() + part[1:] for part in axis.split("_") if part)
-    return escape.macro_name(escape.attribute_name(name, f"matrix axis {axis!r}"))
+    """The axis's Dagflow* attribute name (plan/attributes.py), checked as a submit macro name too."""
+    return escape.macro_name(escape.attribute_name(attribute_name(axis), f"matrix axis {axis!r}"))
 
 
 def requirements(step: StepInfo) -> str:
@@ -95,13 +95,20 @@ def requirements(step: StepInfo) -> str:
         # without per-GPU limits) itself, and leaves it out when the requirements already name TARGET.GPUs.
         clauses.append("(TARGET.HAS_GPU =?= true)")
     if step.requirements:
-        expression = escape.check_text(step.requirements, f"step {step.name} requirements")
-        try:
-            classad2.ExprTree(expression)
-        except Exception as error:
-            raise ValueError(f"step {step.name} requirements is not a ClassAd expression: {error}") from None
-        clauses.append("(" + expression + ")")
+        clauses.append("(" + _one_line_expression(step) + ")")
     return escape.submit_literal(" && ".join(clauses), f"step {step.name} requirements")
+
+
+def _one_line_expression(step: StepInfo) -> str:
+    """The step's requirements checked by HTCondor's parser; a multi-line YAML expression is re-serialised
+    by it onto one line."""
+    text = step.requirements or ""
+    try:
+        tree = classad2.ExprTree(text)
+    except Exception as error:
+        raise ValueError(f"step {step.name} requirements is not a ClassAd expression: {error}") from None
+    one_line = str(tree) if CONTROL_CHARACTERS.search(text) else text
+    return escape.check_text(one_line, f"step {step.name} requirements")
 
 
 def _submit_line(command: str, value: str) -> str:

@@ -3,7 +3,11 @@
 A node's cache key hashes its name, `Plan.node_fingerprint` (command, environment, params, kind, declared paths),
 the content of its input files and directories (resolved against the plan workdir), and its parents'
 keys, so a change anywhere upstream also reruns everything downstream of it. A key is a hit when an
-earlier success recorded it in `<cache-dir>/index.jsonl` and the node's declared outputs still exist.
+earlier success recorded it in `<cache-dir>/index.jsonl` and what the node produced is still there and
+unchanged: at each success the index also records a fingerprint of the node's products (its declared
+outputs and, for a transfer step, its destination): every file's absolute path, size and mtime_ns, so
+a deleted or rewritten output, or the same pipeline copied to another directory, is a miss. Entries
+written before fingerprints (no "o") fall back to "the declared outputs exist".
 File content hashes are remembered by (size, mtime, inode) in `<cache-dir>/files.json`, as git's index
 does, so unchanged large inputs are not read again.
 """
@@ -26,10 +30,11 @@ class NodeCache:
         self.workdir = workdir
         self._index_path = cache_dir / "index.jsonl"
         self._memo_path = cache_dir / "files.json"
-        self._keys: set[str] | None = None
+        self._keys: dict[str, str | None] | None = None  # key -> products fingerprint (None: not recorded)
         self._memo: dict[str, list] | None = None
         self._memo_dirty = False
         self._index_fd: int | None = None
+        self._pending: list[str] = []  # index lines not written yet
 
     def key(self, plan: Plan, node: Node, parent_keys: list[str]) -> str:
         inputs = [self._digest_path(path) for path in node.inputs] if node.inputs else []
@@ -38,39 +43,68 @@ class NodeCache:
         payload = json.dumps([node.name, plan.node_fingerprint(node), inputs, sorted(parent_keys)])
         return hashlib.sha256(payload.encode()).hexdigest()
 
-    def hit(self, key: str, node: Node) -> bool:
+    def hit(self, plan: Plan, key: str, node: Node) -> bool:
         if self._keys is None:
             self._keys = self._load_keys()
         if key not in self._keys:
             return False
-        return all(self._resolve(path).exists() for path in node.outputs if "://" not in path)
+        recorded = self._keys[key]
+        if recorded is None:  # an entry from before fingerprints
+            return all(self._resolve(path).exists() for path in node.outputs if "://" not in path)
+        return recorded == self.products_fingerprint(plan, node)
 
-    def record(self, key: str, node: str) -> None:
+    def record(self, key: str, plan: Plan, node: Node) -> None:
+        """Remember a success; written to the index by `flush()` (the runner's loop calls it each turn)."""
+        products = self.products_fingerprint(plan, node)
+        entry = {"k": key, "n": node.name, "t": round(time.time()), "o": products}
+        self._pending.append(json.dumps(entry) + "\n")
+        if self._keys is not None:
+            self._keys[key] = products
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
         if self._index_fd is None:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
             self._index_fd = os.open(self._index_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.write(self._index_fd, (json.dumps({"k": key, "n": node, "t": round(time.time())}) + "\n").encode())
-        if self._keys is not None:
-            self._keys.add(key)
+        data = "".join(self._pending).encode()
+        self._pending.clear()
+        os.write(self._index_fd, data)
+
+    def products_fingerprint(self, plan: Plan, node: Node) -> str:
+        """size and mtime_ns of every file the node produced ("" when it declares none), by absolute path."""
+        paths = [path for path in products_of(plan, node) if "://" not in path]
+        if not paths:
+            return ""
+        digest = hashlib.sha256()
+        for path in paths:
+            target = self._resolve(path).absolute()
+            digest.update(f"{target}\0{_tree_signature(target)}\n".encode())
+        return digest.hexdigest()
 
     def close(self) -> None:
-        if self._index_fd is not None:
-            os.close(self._index_fd)
-            self._index_fd = None
+        try:
+            self.flush()
+        finally:
+            if self._index_fd is not None:
+                os.close(self._index_fd)
+                self._index_fd = None
         if self._memo_dirty and self._memo is not None:
             write_atomic(self._memo_path, json.dumps(self._memo, separators=(",", ":")).encode())
             self._memo_dirty = False
 
-    def _load_keys(self) -> set[str]:
-        keys: set[str] = set()
+    def _load_keys(self) -> dict[str, str | None]:
+        keys: dict[str, str | None] = {}
         try:
             data = self._index_path.read_bytes()
         except FileNotFoundError:
             return keys
         for line in data.split(b"\n"):
             try:
-                keys.add(json.loads(line)["k"])
-            except (ValueError, KeyError, TypeError):
+                entry = json.loads(line)
+                products = entry.get("o")
+                keys[entry["k"]] = products if isinstance(products, str) else None
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # a torn line: that entry is simply not cached
         return keys
 
@@ -113,3 +147,32 @@ class NodeCache:
             return memo if isinstance(memo, dict) else {}
         except (OSError, ValueError):
             return {}
+
+
+def products_of(plan: Plan, node: Node) -> list[str]:
+    """What a node leaves behind: its declared outputs, and a transfer step's destination."""
+    products = list(node.outputs)
+    if plan.steps[node.step].kind == "transfer" and len(node.argv) >= 4 and node.argv[1] == "transfer":
+        products.append(node.argv[3])
+    return products
+
+
+def _tree_signature(target: Path) -> str:
+    """"missing", or size:mtime_ns of a file, or of every file under a directory (sorted, relative)."""
+    try:
+        stat = target.stat()
+    except OSError:
+        return "missing"
+    if not target.is_dir():
+        return f"{stat.st_size}:{stat.st_mtime_ns}"
+    entries = []
+    for root, dirs, files in os.walk(target):
+        dirs.sort()
+        for name in sorted(files):
+            file = Path(root) / name
+            try:
+                file_stat = file.stat()
+            except OSError:
+                continue
+            entries.append(f"{file.relative_to(target).as_posix()}={file_stat.st_size}:{file_stat.st_mtime_ns}")
+    return "dir[" + ",".join(entries) + "]"

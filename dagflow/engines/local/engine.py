@@ -13,6 +13,8 @@ the two runs, and also after a run that completed.
 from __future__ import annotations
 
 import dataclasses
+import errno
+import hashlib
 import os
 import signal
 import subprocess
@@ -23,8 +25,9 @@ from dagflow.data import with_import_root
 from dagflow.engines.local.graph import PlanError, check_plan
 from dagflow.engines.local.options import RunOptions, RunResult
 from dagflow.engines.local.resources import Machine, ResourceError, detect_machine, infeasible
-from dagflow.engines.local.runner import LocalRunner
+from dagflow.engines.local.runner import LocalRunner, RunStorageError
 from dagflow.errors import DagflowError
+from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
 from dagflow.run.layout import RunLayout, find_run
@@ -69,7 +72,14 @@ def prepare_run(plan: Plan, options: RunOptions) -> tuple[RunLayout, Machine]:
             f"run {plan.run_id} already exists in {layout.runs_dir}; resume it with "
             f"`dagflow run --resume {plan.run_id}` or choose another --run-id"
         )
-    layout.create(dataclasses.replace(plan, workdir=os.path.abspath(plan.workdir)))
+    plan = dataclasses.replace(plan, workdir=os.path.abspath(plan.workdir))
+    try:
+        layout.create(plan)
+        record_pipeline(layout, plan)
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        raise RunStorageError(f"cannot create run {plan.run_id} under {layout.runs_dir}: {error.strerror}") from None
     return layout, machine
 
 
@@ -89,8 +99,12 @@ def run_local(plan: Plan, options: RunOptions | None = None) -> RunResult:
 def resume_local(run_id: str | None, options: RunOptions | None = None) -> RunResult:
     """Run again what did not finish in run run_id ("latest" or None: the latest run under runs_dir).
 
-    Finished nodes are read from the journal and not rerun; nodes left running by a runner that was
-    killed are killed (see procs.py) and rerun.
+    Finished nodes are read from the journal and not rerun; a node an earlier runner left running is
+    adopted and waited for, and one that finished while no runner was alive has its result taken (see
+    procs.py). When the pipeline file the run came from has changed since (a fixed typo, say), the run
+    is re-planned from it: plan.json is replaced, finished nodes that are unchanged (same command,
+    environment, params, declared paths and parents, all of them unchanged too) are kept, and the rest
+    run again; an edit that does not load fails here, with the file's own error.
     """
     options = options or RunOptions()
     layout = find_run(Path(options.runs_dir), run_id)
@@ -103,9 +117,77 @@ def resume_local(run_id: str | None, options: RunOptions | None = None) -> RunRe
             f"(`dagflow run --resume {layout.run_id}` picks that engine by itself)"
         )
     plan = layout.load_plan()
+    forget: frozenset[str] = frozenset()
+    fresh = replanned(layout, plan)
+    if fresh is not None:
+        check_runnable(fresh, options)
+        forget = changed_nodes(plan, fresh)
+        write_atomic(layout.plan_path, fresh.to_json().encode())
+        record_pipeline(layout, fresh)
+        kept = sum(1 for name in fresh.nodes if name not in forget)
+        print(
+            f"dagflow: {fresh.source} changed since run {layout.run_id} was planned: re-planned from it "
+            f"({kept} node(s) unchanged, {len(forget)} changed)",
+            file=sys.stderr,
+        )
+        plan = fresh
     machine = check_runnable(plan, options)
     layout.mark_latest()
-    return LocalRunner(plan, layout, machine, options).run()
+    return LocalRunner(plan, layout, machine, options, forget).run()
+
+
+def pipeline_path(plan: Plan) -> Path | None:
+    """The pipeline file a plan was expanded from, if it is a YAML file that still exists."""
+    source = Path(plan.source)
+    if not source.is_absolute():  # relative to where `dagflow run` ran; the workdir is its directory
+        source = Path(plan.workdir) / source.name
+    if source.suffix not in (".yaml", ".yml") or not source.is_file():
+        return None
+    return source
+
+
+def record_pipeline(layout: RunLayout, plan: Plan) -> None:
+    """Remember the content of the pipeline file a plain run (not a search trial) was planned from."""
+    source = pipeline_path(plan)
+    if source is not None and all(node.trial is None for node in plan.nodes.values()):
+        write_atomic(layout.pipeline_hash_path, (_file_hash(source) + "\n").encode())
+
+
+def _file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def replanned(layout: RunLayout, plan: Plan) -> Plan | None:
+    """The plan expanded again from its pipeline file when that file changed since the run was planned
+    and gives a different plan; else None."""
+    from dagflow.plan.expand import expand
+    from dagflow.spec import load_spec
+
+    source = pipeline_path(plan)
+    try:
+        recorded = layout.pipeline_hash_path.read_text().strip()
+    except OSError:
+        return None  # planned from something else (a plan file, a search trial), or by an older dagflow
+    if source is None or _file_hash(source) == recorded:
+        return None
+    fresh = expand(load_spec(source), run_id=plan.run_id)
+    fresh = dataclasses.replace(fresh, workdir=os.path.abspath(fresh.workdir), source=plan.source)
+    return None if fresh.to_json() == plan.to_json() else fresh
+
+
+def changed_nodes(old: Plan, new: Plan) -> frozenset[str]:
+    """Nodes of new that differ from old: their own fingerprint or parents, or any ancestor's."""
+    changed: set[str] = set()
+    for name, node in new.nodes.items():  # topological order: parents first
+        before = old.nodes.get(name)
+        if (
+            before is None
+            or sorted(before.parents) != sorted(node.parents)
+            or any(parent in changed for parent in node.parents)
+            or old.node_fingerprint(before) != new.node_fingerprint(node)
+        ):
+            changed.add(name)
+    return frozenset(changed)
 
 
 class LocalEngine:

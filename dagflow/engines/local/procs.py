@@ -1,31 +1,36 @@
-"""Processes: launching a node in its own process group, killing its process group, and orphan cleanup.
+"""Processes: the keeper that starts and waits for nodes, finding nodes again after a runner died, and
+killing process groups.
 
-Each node runs in a new process group (its group id is its pid), started with posix_spawn in the
-runner's working directory (the runner moves into the plan's workdir once), its stdout and stderr
-going to pipes the runner reads (output.py). A process group, not a session: setsid(2) costs about 2
-ms more per spawn on Linux with scheduler autogroups (each session gets its own), which is most of a
-trivial node's cost, and a group is all that killing a node's process tree needs. Ctrl-C in a terminal
-reaches only the foreground group (the runner's), which then stops the nodes itself.
+The runner does not start nodes itself: it asks its keeper (keeper.py), a small process in its own
+process group that is the parent of every node, starts each in a new process group (its group id is
+its pid) with posix_spawn in the runner's working directory (the runner moves into the plan's workdir
+before it starts the keeper), its stdout and stderr going straight to the node's log files, and records
+each node's start and exit in `procs.jsonl` in the run directory. A process group, not a session:
+setsid(2) costs about 2 ms more per spawn on Linux with scheduler autogroups (each session gets its
+own), and a group is all that killing a node's process tree needs. Ctrl-C in a terminal reaches only
+the foreground group (the runner's), which then stops the nodes itself.
 
-If the runner itself is killed (SIGKILL, OOM, a crash), its nodes become orphans whose exit status
-nobody can collect. One that writes output dies of SIGPIPE, since the runner held its pipes; one that
-does not keeps running. The journal records each node's pid the moment it starts; the next runner on
-that run (`--resume`) finds every node the journal shows as running, and if that pid is still the
-node's process (its environment, /proc/<pid>/environ, holds the run's DAGFLOW_RUN_ID and the node's
-DAGFLOW_NODE) it kills the node's whole process group (SIGTERM, then SIGKILL after a grace period) and
-runs the node again. Killing rather than waiting is deliberate: an orphan's exit code is lost, so its
-work could never be trusted as finished anyway.
+If the runner itself is killed (SIGKILL, OOM, a crash), the keeper and the nodes run on: a node's
+output goes to its files, and its exit is recorded by the keeper. The next runner on that run
+(`--resume`) reads `procs.jsonl` (`read_procs`) and, for each node the journal does not show finished:
+takes the recorded result of one that exited meanwhile; adopts one still running (its pid's
+environment, /proc/<pid>/environ, holds the run's DAGFLOW_RUN_ID and the node's DAGFLOW_NODE, and
+the keeper that waits for it is alive), waiting for it with a pidfd and reading its exit from the
+keeper's record; and kills and reruns only a node whose exit can never be known (its keeper died too,
+or the run was written by a dagflow from before the keeper).
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import signal
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from dagflow.data import with_import_root
@@ -46,6 +51,78 @@ def with_interpreter_on_path(path: str) -> str:
     bindir = str(Path(sys.executable).parent)
     parts = path.split(os.pathsep) if path else []
     return path if parts[:1] == [bindir] else os.pathsep.join([bindir, *parts])
+
+
+@dataclass(slots=True)
+class ProcEntry:
+    """A node's latest process, as its keeper recorded it."""
+
+    attempt: int
+    pid: int
+    keeper: int | None
+    rc: int | None = None  # None: no exit recorded (still running, or its keeper died first)
+
+
+def read_procs(path: Path) -> dict[str, ProcEntry]:
+    """Each node's latest process in a keeper's `procs.jsonl`; malformed (torn) lines are skipped."""
+    entries: dict[str, ProcEntry] = {}
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return entries
+    for line in data.split(b"\n"):
+        try:
+            event = json.loads(line)
+            name, attempt, pid = event["n"], event["a"], event["pid"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if not (isinstance(name, str) and type(attempt) is int and type(pid) is int):
+            continue
+        rc = event.get("rc")
+        if type(rc) is int:
+            entry = entries.get(name)
+            if entry is not None and entry.pid == pid:
+                entry.rc = rc
+        elif "rc" not in event:
+            keeper = event.get("k")
+            entries[name] = ProcEntry(attempt, pid, keeper if type(keeper) is int else None)
+    return entries
+
+
+def start_keeper(run_dir: Path, env: dict[str, str]) -> tuple[Child, int, int]:
+    """Start a keeper for run_dir in its own process group: (its process, request fd, reply fd)."""
+    request_r, request_w = os.pipe()
+    reply_r, reply_w = os.pipe()
+    script = str(Path(__file__).with_name("keeper.py"))
+    argv = [sys.executable, "-I", "-S", script, str(run_dir)]
+    actions = [(os.POSIX_SPAWN_DUP2, request_r, 0), (os.POSIX_SPAWN_DUP2, reply_w, 1)]
+    try:
+        pid = os.posix_spawn(sys.executable, argv, env, file_actions=actions, setpgroup=0, setsigdef=_DEFAULT_SIGNALS)
+    except OSError:
+        for fd in (request_r, request_w, reply_r, reply_w):
+            os.close(fd)
+        raise
+    os.close(request_r)
+    os.close(reply_w)
+    os.set_blocking(reply_r, False)
+    return Child(pid), request_w, reply_r
+
+
+def is_keeper(pid: int | None, run_dir: Path) -> bool:
+    """Whether pid is a live keeper of the run in run_dir (by its command line)."""
+    if not pid:
+        return False
+    cmdline = _read_proc(pid, "cmdline")
+    if not cmdline:
+        return False
+    args = [arg for arg in cmdline.split(b"\0") if arg]
+    if len(args) < 2 or not args[-2].endswith(b"keeper.py"):
+        return False
+    return os.path.realpath(args[-1]) == os.path.realpath(os.fsencode(str(run_dir)))
+
+
+def node_alive(pid: int, run_id: str, node: str) -> bool:
+    return _is_node_process(pid, run_id, node)
 
 
 class Child:

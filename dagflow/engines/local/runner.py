@@ -1,29 +1,40 @@
 """The local runner: one event loop that runs a plan's nodes as processes on this machine.
 
-The loop waits on one selector holding, per running node, a pidfd (readable when it exits) and, once
-the node has run 50 ms, its stdout and stderr pipes, plus a self-pipe for stop requests, with a timeout
-set by the nearest timer (node timeouts, SIGKILL escalations, progress ticks, the journal's next sync).
-It does not poll (except on kernels without pidfds) and starts no thread. Exits are journaled at once;
-the journal fdatasyncs them in groups (journal.py).
+Nodes are started, waited for and recorded by the run's keeper (keeper.py), a small process that
+outlives a killed runner: the runner sends it start requests and reads back, over one pipe, each node's
+pid and later its exit. The loop waits on one selector holding that pipe, a self-pipe for stop requests
+and, for nodes adopted from a runner that died, a pidfd each, with a timeout set by the nearest timer
+(node timeouts, SIGKILL escalations, progress ticks, the journal's next sync). It does not poll (except
+for adopted nodes on kernels without pidfds) and starts no thread. The events of each turn of the loop
+are written to the journal with one write before it waits again; the journal fdatasyncs exits in groups
+(journal.py).
 
-Nodes are started with posix_spawn, which cannot change directory: the runner moves into the plan's
-workdir for the length of `run()` (every path it keeps is absolute) and moves back after, so a program
-embedding it must not rely on its working directory from other threads meanwhile, nor run two runners
-with different workdirs in threads of one process at once (the engine runs each background run as its
-own process).
+On a resume, a node the journal does not show finished is adopted when its process still runs, and its
+recorded result is taken when it exited while no runner was alive (procs.py says how they are found).
+
+The keeper starts nodes with posix_spawn, which cannot change directory: the runner moves into the
+plan's workdir for the length of `run()` (every path it keeps is absolute), starts its keeper there, and
+moves back after, so a program embedding it must not rely on its working directory from other threads
+meanwhile, nor run two runners with different workdirs in threads of one process at once (the engine
+runs each background run as its own process).
+
+A full disk (or quota, or file size limit) under the runs directory stops the runner with
+RunStorageError: the journal's torn line is cut off again, nodes that run are left running, and a later
+`--resume` adopts them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import heapq
 import itertools
 import os
 import selectors
 import signal
+import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +42,7 @@ from types import FrameType
 
 from dagflow.engines.local.cache import NodeCache
 from dagflow.engines.local.graph import DagTracker
+from dagflow.engines.local.keeper import frame, unframe
 from dagflow.engines.local.options import (
     RUN_FAILED,
     RUN_INTERRUPTED,
@@ -39,11 +51,23 @@ from dagflow.engines.local.options import (
     RunOptions,
     RunResult,
 )
-from dagflow.engines.local.output import NodeOutput
-from dagflow.engines.local.procs import Child, command_for, kill_group, kill_orphans, spawn, with_interpreter_on_path
+from dagflow.engines.local.procs import (
+    Child,
+    ProcEntry,
+    command_for,
+    is_keeper,
+    kill_group,
+    kill_orphans,
+    node_alive,
+    read_procs,
+    resolve_program,
+    start_keeper,
+    with_interpreter_on_path,
+)
 from dagflow.engines.local.reporting import Reporter, RunInfo
 from dagflow.engines.local.resources import Gpu, Machine, ResourcePool
-from dagflow.plan import Node, Plan, StepInfo
+from dagflow.errors import DagflowError
+from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, StepInfo
 from dagflow.run.journal import (
     CACHED,
     FAILED,
@@ -53,33 +77,43 @@ from dagflow.run.journal import (
     RUNNING,
     SUCCEEDED,
     UPSTREAM_FAILED,
+    JournalState,
     JournalWriter,
+    NodeRecord,
     read_journal,
 )
 from dagflow.run.layout import RunLayout
 from dagflow.run.lock import RunLock
 
 _HAS_PIDFD = hasattr(os, "pidfd_open")
-_DUP2 = os.POSIX_SPAWN_DUP2
-_FALLBACK_POLL_S = 0.02  # without pidfds (not Linux) exits are found by polling at this interval
-# A node's output pipes are watched only once it has run this long; a shorter node's output is read
-# when it exits. Most nodes of a big DAG are short, and watching costs four epoll calls and two
-# wakeups per node; a chatty short node at worst waits this long on a full pipe.
-_WATCH_OUTPUT_AFTER_S = 0.05
+_FALLBACK_POLL_S = 0.02  # adopted nodes without pidfds (not Linux) are watched by polling at this interval
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_EXIT_RECORD_WAIT_S = 10.0  # how long an adopted node's keeper may take to record its exit
+_KEEPER = 1  # selector data of the keeper's reply pipe (None: the wake pipe; a _Running: a pidfd)
+
+
+class RunStorageError(DagflowError):
+    """The run directory cannot be written (a full disk): the runner stopped; resume when there is room."""
+
+
+class KeeperLostError(DagflowError):
+    pass
 
 
 @dataclass(slots=True)
 class _Running:
     name: str
     step: StepInfo
-    proc: Child | None
-    pidfd: int | None
     attempt: int
     started: float  # monotonic
     gpus: tuple[Gpu, ...]
-    output: NodeOutput | None
+    pid: int | None = None  # None until the keeper says it started
     kill_reason: str | None = None  # "timeout" or "interrupt" once the runner has sent SIGTERM
-    watched: bool = False  # its output pipes are in the selector
+    pending_signal: int | None = None  # a signal to send as soon as the pid is known
+    holds: bool = True  # holds its resources in the pool
+    adopted: bool = False  # started by a runner that died; its keeper is not ours
+    keeper: int | None = None  # an adopted node's keeper pid
+    pidfd: int | None = None  # an adopted node's pidfd
 
 
 def describe_exit(rc: int) -> str:
@@ -95,13 +129,17 @@ class LocalRunner:
     """Runs (or resumes) the run in `layout` until every node has finished or the run is stopped.
 
     `request_stop()` may be called from another thread or a signal handler: running nodes get SIGTERM,
-    then SIGKILL after `kill_grace_s`; a second request kills them at once.
+    then SIGKILL after `kill_grace_s`; a second request kills them at once. `forget` names finished
+    nodes to run again (the pipeline changed them since; engine.py decides).
     """
 
-    def __init__(self, plan: Plan, layout: RunLayout, machine: Machine, options: RunOptions) -> None:
+    def __init__(
+        self, plan: Plan, layout: RunLayout, machine: Machine, options: RunOptions, forget: frozenset[str] = frozenset()
+    ) -> None:
         self.plan = plan
         self.layout = RunLayout(layout.runs_dir.absolute(), layout.run_id)  # the runner changes directory
         self.options = options
+        self.forget = forget
         self.jobs = options.jobs or machine.cpus
         self.pool = ResourcePool(machine, self.jobs)
         self.reporter = options.reporter or Reporter()
@@ -114,7 +152,9 @@ class LocalRunner:
         self._timers: list[tuple[float, int, str, str, int]] = []  # (when, seq, kind, node, attempt)
         self._seq = itertools.count()
         self._sync_in: float | None = None  # seconds until the journal wants commit() again
-        self._unwatched: deque[_Running] = deque()  # started nodes whose output is not watched yet, oldest first
+        self._outbox: list[bytes] = []  # start requests not yet written to the keeper
+        self._replies = bytearray()
+        self._leave_running = False  # stopped for a full disk: nodes run on, a resume adopts them
         self._stop_requests = 0
         self._stops_handled = 0
         self._wake_r, self._wake_w = os.pipe()
@@ -134,9 +174,11 @@ class LocalRunner:
         try:
             lock.acquire()
             self.journal = JournalWriter(self.layout.journal_path)
-        except BaseException:
+        except BaseException as error:
             self._close_wake_pipe()
             lock.release()
+            if isinstance(error, OSError) and error.errno in _DISK_FULL:
+                raise self._stop_for_storage(error) from None
             raise
         restore = self._install_signal_handlers()
         self.cache = (
@@ -144,32 +186,78 @@ class LocalRunner:
             if self.options.use_cache
             else None
         )
-        self.logs_dir = str(self.layout.logs_dir)
         self.selector = selectors.DefaultSelector()
         self.selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._devnull = os.open(os.devnull, os.O_RDONLY)
+        self._env = dict(os.environ)
+        self._env["PATH"] = with_interpreter_on_path(self._env.get("PATH", ""))
+        self._env["DAGFLOW_RUN_ID"] = self.layout.run_id
+        self._env["DAGFLOW_RUN_DIR"] = str(self.layout.run_dir)
+        self.keeper: Child | None = None
         try:
             previous_cwd = os.getcwd()
         except OSError:  # it was removed
             previous_cwd = None
         try:
-            os.chdir(self.workdir)  # nodes run here (posix_spawn cannot change directory)
+            os.chdir(self.workdir)  # the keeper starts nodes here (posix_spawn cannot change directory)
+            self.keeper, self._requests_w, self._replies_r = start_keeper(self.layout.run_dir, self._env)
+            self.selector.register(self._replies_r, selectors.EVENT_READ, _KEEPER)
             return self._run()
+        except OSError as error:
+            if error.errno not in _DISK_FULL:
+                raise
+            raise self._stop_for_storage(error) from None
         finally:
             if previous_cwd is not None:
                 with contextlib.suppress(OSError):
                     os.chdir(previous_cwd)
-            for running in list(self.running.values()):  # only after an unexpected error
-                if running.proc is not None:
-                    kill_group(running.proc.pid, signal.SIGKILL)
-            self.journal.close()
-            if self.cache is not None:
-                self.cache.close()
-            self.selector.close()
-            os.close(self._devnull)
-            self._close_wake_pipe()
+            self._shut_down()
             restore()
             lock.release()
+
+    def _stop_for_storage(self, error: OSError) -> RunStorageError:
+        self._leave_running = True
+        run_id = self.layout.run_id
+        left = f"; {len(self.running)} running node(s) left running" if self.running else ""
+        return RunStorageError(
+            f"run {run_id} stopped: cannot write under {self.layout.runs_dir}: {error.strerror or error}{left}; "
+            f"free some space, then `dagflow run --resume {run_id}`"
+        )
+
+    def _shut_down(self) -> None:
+        """Close everything; after an unexpected error, kill what still runs."""
+        if not self._leave_running:
+            for running in list(self.running.values()):
+                self._signal(running, signal.SIGKILL)
+        for running in self.running.values():
+            if running.pidfd is not None:
+                os.close(running.pidfd)
+        if self.keeper is not None:
+            os.close(self._requests_w)  # the keeper exits once its nodes have
+            if self._leave_running:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self.keeper.pid, os.WNOHANG)
+            else:
+                self._kill_unseen_starts()
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self.keeper.pid, 0)
+            os.close(self._replies_r)
+        with contextlib.suppress(OSError):
+            self.journal.close()
+        if self.cache is not None:
+            with contextlib.suppress(OSError):
+                self.cache.close()
+        self.selector.close()
+        self._close_wake_pipe()
+
+    def _kill_unseen_starts(self) -> None:
+        """Read the keeper's last replies until it exits, killing nodes whose start was not seen yet."""
+        os.set_blocking(self._replies_r, True)
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self._replies_r, 1 << 16):
+                self._replies += chunk
+                for kind, _, _, value in unframe(self._replies):
+                    if kind == "s":
+                        kill_group(value, signal.SIGKILL)
 
     def _close_wake_pipe(self) -> None:
         for fd in (self._wake_r, self._wake_w):
@@ -194,41 +282,47 @@ class LocalRunner:
     def _run(self) -> RunResult:
         t0 = time.monotonic()
         prior = read_journal(self.layout.journal_path)
-        orphans = [
-            (record.pid, name)
-            for name, record in prior.nodes.items()
-            if record.state in (RUNNING, RETRYING) and record.pid
-        ]
-        if orphans:
-            kill_orphans(orphans, self.layout.run_id, self.options.kill_grace_s)
-        done = {name for name in prior.done() if name in self.plan.nodes}
+        if prior.bad_lines:
+            print(
+                f"dagflow: skipped {prior.bad_lines} malformed line(s) in {self.layout.journal_path}",
+                file=sys.stderr,
+            )
+        done = {name for name in prior.done() if name in self.plan.nodes and name not in self.forget}
         for name in done:
             self.states[name] = prior.nodes[name].state
             key = prior.nodes[name].key
             if key:
                 self.keys[name] = key
+        adopt, accept = self._recover(prior, done)
         self.journal.write({"e": "run", "pid": os.getpid(), "resume": prior.runners > 0}, durable=True)
+        forgotten = sorted(name for name in self.forget if name in prior.nodes)
+        if forgotten:
+            self.journal.write({"e": "replan", "n": forgotten}, durable=True)
         self.journal.flush()
         self.tracker = DagTracker(self.plan, done)
         self.forced = self._forced_nodes()
-        self._env = dict(os.environ)
-        self._env["PATH"] = with_interpreter_on_path(self._env.get("PATH", ""))
-        self._env["DAGFLOW_RUN_ID"] = self.layout.run_id
-        self._env["DAGFLOW_RUN_DIR"] = str(self.layout.run_dir)
         self.reporter.run_started(
             RunInfo(self.plan, self.layout.run_id, self.layout.run_dir, self.jobs, prior.runners > 0, done)
         )
-        self._release(self.tracker.initially_ready())
-        self._sync_in = self.journal.commit()
+        taken = set(adopt) | set(accept)
+        self._release([name for name in self.tracker.initially_ready() if name not in taken])
+        for name, entry in adopt.items():
+            self._adopt(name, entry, prior.nodes.get(name))
+        for name, entry in accept.items():
+            self._accept(name, entry, prior.nodes.get(name))
         while True:
             if self._stops_handled == 0:
                 self._start_ready()
+            if self._outbox:
+                self._send_requests()
             if not self.running:
                 if self._stops_handled or not self.tracker.has_ready():
                     break
                 raise RuntimeError("ready nodes fit nowhere although nothing runs")  # infeasible() missed it
+            self._sync_in = self.journal.commit()  # writes this turn's events before waiting
+            if self.cache is not None:
+                self.cache.flush()
             self._wait()
-            self._sync_in = self.journal.commit()
 
         state = RUN_INTERRUPTED if self._stops_handled else RUN_FAILED if self.failures else RUN_SUCCEEDED
         self.journal.write({"e": "finish", "s": state}, durable=True)
@@ -263,6 +357,118 @@ class LocalRunner:
                     stack.append(child)
         return forced
 
+    # --- what an earlier runner left ----------------------------------------------------------------
+
+    def _recover(self, prior: JournalState, done: set[str]) -> tuple[dict[str, ProcEntry], dict[str, ProcEntry]]:
+        """Sort the processes earlier runners started and did not journal as finished: still running and
+        adoptable, exited with a recorded result, or lost (killed here, and rerun)."""
+        adopt: dict[str, ProcEntry] = {}
+        accept: dict[str, ProcEntry] = {}
+        lost: list[tuple[int, str]] = []
+        handled: set[int] = set()
+        run_id, run_dir = self.layout.run_id, self.layout.run_dir
+        for name, entry in read_procs(self.layout.procs_path).items():
+            record = prior.nodes.get(name)
+            handled.add(entry.pid)
+            if record is not None and record.pid == entry.pid and record.state != RUNNING:
+                continue  # its end is journaled
+            node = self.plan.nodes.get(name)
+            # (a node of a re-planned run that changed, or lost its place, is not taken over)
+            wanted = node is not None and name not in done and name not in self.forget
+            wanted = wanted and all(parent in done for parent in node.parents)
+            if entry.rc is not None:  # exited, and its keeper killed its process group
+                if wanted:
+                    accept[name] = entry
+            elif not wanted or not is_keeper(entry.keeper, run_dir):
+                lost.append((entry.pid, name))  # unwanted, or nothing can record its exit any more
+            elif node_alive(entry.pid, run_id, name):
+                adopt[name] = entry
+            else:  # it has just exited: its keeper is about to record how
+                entry.rc = self._recorded_exit(name, entry.pid, entry.keeper)
+                if entry.rc is None:
+                    lost.append((entry.pid, name))
+                else:
+                    accept[name] = entry
+        # Nodes started by a dagflow from before the keeper (or whose record is lost) are killed, and rerun.
+        lost += [
+            (record.pid, name)
+            for name, record in prior.nodes.items()
+            if record.state == RUNNING and record.pid and record.pid not in handled
+        ]
+        if lost:
+            kill_orphans(lost, run_id, self.options.kill_grace_s)
+        return adopt, accept
+
+    def _take_over(
+        self, name: str, entry: ProcEntry, record: NodeRecord | None, gpus: tuple[Gpu, ...] | None
+    ) -> _Running:
+        """A _Running for a node an earlier runner started; journals its start if that runner could not."""
+        node = self.plan.nodes[name]
+        self.attempts[name] = entry.attempt
+        if self.cache is not None:
+            self.keys[name] = self.cache.key(self.plan, node, [self.keys.get(p, p) for p in node.parents])
+        if record is None or record.pid != entry.pid:
+            self.journal.write({"e": "start", "n": name, "a": entry.attempt, "pid": entry.pid})
+        running = _Running(
+            name, self.plan.steps[node.step], entry.attempt, time.monotonic(), gpus or (), pid=entry.pid,
+            holds=gpus is not None, adopted=True, keeper=entry.keeper,
+        )
+        self.running[name] = running
+        self.states[name] = RUNNING
+        return running
+
+    def _accept(self, name: str, entry: ProcEntry, record: NodeRecord | None) -> None:
+        """A node that exited while no runner was alive: its recorded exit is its result."""
+        running = self._take_over(name, entry, record, None)
+        rc = entry.rc if entry.rc is not None else -1
+        self._finished(running, rc, describe_exit(rc) if rc else None)
+
+    def _adopt(self, name: str, entry: ProcEntry, record: NodeRecord | None) -> None:
+        """A node still running: wait for it (a pidfd says when it exits; its keeper records how)."""
+        step = self.plan.steps[self.plan.nodes[name].step]
+        running = self._take_over(name, entry, record, self.pool.acquire(step.resources))
+        self.reporter.node_started(name, entry.attempt, ())
+        if step.timeout_s:
+            ran = time.time() - record.started if record is not None and record.started else 0.0
+            self._add_timer(time.monotonic() + max(0.0, step.timeout_s - ran), "timeout", name, entry.attempt)
+        if not _HAS_PIDFD:
+            return
+        try:
+            running.pidfd = os.pidfd_open(entry.pid)
+        except ProcessLookupError:  # it exited a moment ago
+            self._adopted_exited(running)
+        else:
+            self.selector.register(running.pidfd, selectors.EVENT_READ, running)
+
+    def _adopted_exited(self, running: _Running) -> None:
+        if running.pidfd is not None:
+            self.selector.unregister(running.pidfd)
+            os.close(running.pidfd)
+            running.pidfd = None
+        rc = self._recorded_exit(running.name, running.pid or 0, running.keeper)
+        if rc is not None:
+            self._exited(running, rc)
+            return
+        # Its keeper died before recording the exit: nothing says how it went, so it runs again.
+        del self.running[running.name]
+        if running.holds:
+            self.pool.release(running.step.resources, running.gpus)
+        self.states[running.name] = PENDING
+        if not self._stops_handled:
+            self.tracker.push(running.name, front=True)
+
+    def _recorded_exit(self, name: str, pid: int, keeper: int | None) -> int | None:
+        """The exit code an earlier runner's keeper records for a node that has exited (None: never)."""
+        deadline = time.monotonic() + _EXIT_RECORD_WAIT_S
+        while True:
+            keeper_alive = is_keeper(keeper, self.layout.run_dir)
+            entry = read_procs(self.layout.procs_path).get(name)
+            if entry is not None and entry.pid == pid and entry.rc is not None:
+                return entry.rc
+            if not keeper_alive or time.monotonic() > deadline:
+                return None
+            time.sleep(0.01)
+
     # --- scheduling ---------------------------------------------------------------------------------
 
     def _release(self, names: list[str]) -> None:
@@ -279,7 +485,7 @@ class LocalRunner:
             keys = self.keys
             key = cache.key(self.plan, node, [keys.get(parent, parent) for parent in node.parents])
             keys[name] = key
-            if name not in self.forced and cache.hit(key, node):
+            if name not in self.forced and cache.hit(self.plan, key, node):
                 self.states[name] = CACHED
                 self.journal.write({"e": "cached", "n": name, "k": key}, durable=True)
                 self.reporter.node_cached(name)
@@ -302,47 +508,46 @@ class LocalRunner:
         node: Node = self.plan.nodes[name]
         attempt = self.attempts.get(name, 0) + 1
         self.attempts[name] = attempt
-        env = self._env.copy()
-        env.update(node.env)
+        env = dict(node.env)  # what the keeper adds to the run's environment
         env["DAGFLOW_NODE"] = name
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu.index for gpu in gpus)
+        if node.argv and node.argv[0] == DAGFLOW_LAUNCHER and "PYTHONPATH" not in env and "PYTHONPATH" in self._env:
+            env["PYTHONPATH"] = self._env["PYTHONPATH"]
         argv = command_for(node.argv, env)
-        now = time.monotonic()
-        output = NodeOutput(self.logs_dir, name, attempt)
-        out_w, err_w = output.write_fds
-        actions = [(_DUP2, self._devnull, 0), (_DUP2, out_w, 1), (_DUP2, err_w, 2)]
-        try:
-            proc = spawn(argv, env, actions)
-        except OSError as error:
-            why = f"cannot start {argv[0]!r}: {error.strerror or error}"
-            output.write(1, f"dagflow: {why}\n".encode())
-            output.close()
-            running = _Running(name, step, None, None, attempt, now, gpus, None)
-            self.running[name] = running
-            self.states[name] = RUNNING
-            self._finished(running, 127, why)
-            return
-        finally:
-            output.close_write_ends()
-        pid = proc.pid
-        # Written before anything else can happen, so a runner killed from here on leaves a record
-        # of this process for the next runner to clean up (found again by its pid and environment).
-        self.journal.write({"e": "start", "n": name, "a": attempt, "pid": pid})
-        running = _Running(name, step, proc, None, attempt, now, gpus, output)
-        self._unwatched.append(running)
-        if _HAS_PIDFD:
-            try:
-                running.pidfd = os.pidfd_open(pid)
-            except OSError:  # a kernel older than 5.3: this node's exit is found by polling
-                pass
-            else:
-                self.selector.register(running.pidfd, selectors.EVENT_READ, running)
+        running = _Running(name, step, attempt, time.monotonic(), gpus)
         self.running[name] = running
         self.states[name] = RUNNING
+        try:
+            program = resolve_program(argv[0], env.get("PATH") or self._env["PATH"])
+        except OSError as error:
+            self._cannot_start(running, argv[0], error.strerror or str(error))
+            return
+        self._outbox.append(frame((name, attempt, program, argv, env)))
         if step.timeout_s:
-            self._add_timer(now + step.timeout_s, "timeout", name, attempt)
+            self._add_timer(running.started + step.timeout_s, "timeout", name, attempt)
         self.reporter.node_started(name, attempt, tuple(gpu.index for gpu in gpus))
+
+    def _cannot_start(self, running: _Running, program: str, error: str) -> None:
+        why = f"cannot start {program!r}: {error}"
+        path = self.layout.stderr_path(running.name)
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if running.attempt > 1 else os.O_TRUNC)
+        fd = os.open(path, flags, 0o644)
+        try:
+            banner = f"\n=== dagflow: attempt {running.attempt} ===\n" if os.fstat(fd).st_size else ""
+            os.write(fd, f"{banner}dagflow: {why}\n".encode())
+        finally:
+            os.close(fd)
+        self._finished(running, 127, why)
+
+    def _send_requests(self) -> None:
+        data = b"".join(self._outbox)
+        self._outbox.clear()
+        while data:
+            try:
+                data = data[os.write(self._requests_w, data) :]
+            except BrokenPipeError:
+                raise KeeperLostError(f"the keeper of run {self.layout.run_id} died; resume the run") from None
 
     def _add_timer(self, when: float, kind: str, name: str, attempt: int) -> None:
         heapq.heappush(self._timers, (when, next(self._seq), kind, name, attempt))
@@ -353,57 +558,59 @@ class LocalRunner:
         now = time.monotonic()
         tick = self.reporter.tick_interval
         # Wake up for whichever comes first: the journal's next sync (if it has events waiting), a
-        # progress tick, the nearest timer, the next node whose output is due to be watched, a poll.
+        # progress tick, the nearest timer, a poll of adopted nodes.
         waits = [self._sync_in, tick]
         if self._timers:
             waits.append(self._timers[0][0] - now)
-        if self._unwatched:
-            waits.append(self._unwatched[0].started + _WATCH_OUTPUT_AFTER_S - now)
-        polling = not _HAS_PIDFD or any(running.pidfd is None for running in self.running.values())
+        polling = not _HAS_PIDFD and any(running.adopted for running in self.running.values())
         if polling:
             waits.append(_FALLBACK_POLL_S)
         due = [wait for wait in waits if wait is not None]
         timeout = max(0.0, min(due)) if due else None
         for key, _ in self.selector.select(timeout):
             data = key.data
-            if data is None:
+            if data is _KEEPER:
+                self._read_replies()
+            elif data is None:
                 self._drain_wakeups()
-            elif type(data) is tuple:
-                running, stream = data
-                output = running.output
-                # (an exit handled earlier in this batch has already drained and closed this pipe)
-                if output.read_fds[stream] == key.fd and not output.pump(stream):
-                    self.selector.unregister(key.fd)
-                    output.close_stream(stream)
             elif self.running.get(data.name) is data:
-                rc = data.proc.poll()
-                if rc is not None:
-                    self._exited(data, rc)
+                self._adopted_exited(data)
         if polling:
+            run_id = self.layout.run_id
             for running in list(self.running.values()):
-                if running.pidfd is None and running.proc is not None:
-                    rc = running.proc.poll()
-                    if rc is not None:
-                        self._exited(running, rc)
-        if self._unwatched:
-            self._watch_output(time.monotonic())
+                if running.adopted and not node_alive(running.pid or 0, run_id, running.name):
+                    self._adopted_exited(running)
         if self._timers:
             self._fire_timers(time.monotonic())
         if tick is not None:
             self.reporter.tick()
 
-    def _watch_output(self, now: float) -> None:
-        """Put the output pipes of nodes that have run long enough into the selector."""
-        unwatched = self._unwatched
-        register = self.selector.register
-        while unwatched and unwatched[0].started + _WATCH_OUTPUT_AFTER_S <= now:
-            running = unwatched.popleft()
-            if self.running.get(running.name) is not running:
-                continue  # it has exited already
-            running.watched = True
-            for stream, fd in enumerate(running.output.read_fds):
-                if fd >= 0:
-                    register(fd, selectors.EVENT_READ, (running, stream))
+    def _read_replies(self) -> None:
+        buffer = self._replies
+        while True:
+            try:
+                chunk = os.read(self._replies_r, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                self.selector.unregister(self._replies_r)
+                raise KeeperLostError(f"the keeper of run {self.layout.run_id} died; resume the run")
+            buffer += chunk
+        running_nodes = self.running
+        for kind, name, attempt, value in unframe(buffer):
+            running = running_nodes.get(name)
+            if running is None or running.attempt != attempt or running.adopted:
+                continue
+            if kind == "x":
+                self._exited(running, value)
+            elif kind == "s":
+                running.pid = value
+                # Journaled this turn (its keeper has recorded it in procs.jsonl already).
+                self.journal.write({"e": "start", "n": name, "a": attempt, "pid": value})
+                if running.pending_signal is not None:
+                    kill_group(value, running.pending_signal)
+            else:
+                self._cannot_start(running, self.plan.nodes[name].argv[0], value)
 
     def _drain_wakeups(self) -> None:
         try:
@@ -417,16 +624,20 @@ class LocalRunner:
             for running in list(self.running.values()):
                 if first:
                     self._terminate(running, "interrupt")
-                elif running.proc is not None:
-                    kill_group(running.proc.pid, signal.SIGKILL)
+                else:
+                    self._signal(running, signal.SIGKILL)
+
+    def _signal(self, running: _Running, sig: int) -> None:
+        if running.pid is None:
+            running.pending_signal = sig
+        else:
+            kill_group(running.pid, sig)
 
     def _terminate(self, running: _Running, reason: str) -> None:
-        if running.proc is None:
-            return
         first = running.kill_reason is None
         running.kill_reason = reason
         if first:
-            kill_group(running.proc.pid, signal.SIGTERM)
+            self._signal(running, signal.SIGTERM)
             self._add_timer(time.monotonic() + self.options.kill_grace_s, "kill", running.name, running.attempt)
 
     def _fire_timers(self, now: float) -> None:
@@ -434,27 +645,16 @@ class LocalRunner:
         while timers and timers[0][0] <= now:
             _, _, kind, name, attempt = heapq.heappop(timers)
             running = self.running.get(name)
-            if running is None or running.attempt != attempt or running.proc is None:
+            if running is None or running.attempt != attempt:
                 continue
             if kind == "timeout":
                 self._terminate(running, "timeout")
             else:
-                kill_group(running.proc.pid, signal.SIGKILL)
+                self._signal(running, signal.SIGKILL)
 
     # --- finishing ----------------------------------------------------------------------------------
 
     def _exited(self, running: _Running, rc: int) -> None:
-        if running.pidfd is not None:
-            self.selector.unregister(running.pidfd)
-            os.close(running.pidfd)
-        # Whatever the node left behind in its process group goes with it, as under HTCondor.
-        kill_group(running.proc.pid, signal.SIGKILL)
-        output = running.output
-        if running.watched:
-            for fd in output.read_fds:
-                if fd >= 0:
-                    self.selector.unregister(fd)
-        output.close()
         why = None
         if running.kill_reason == "timeout":
             why = f"timed out after {running.step.timeout_s}s"
@@ -464,10 +664,17 @@ class LocalRunner:
             why = describe_exit(rc)
         self._finished(running, rc, why)
 
+    def _free(self, running: _Running) -> None:
+        """Give back a finished node's slot and resources."""
+        del self.running[running.name]
+        if running.holds:
+            self.pool.release(running.step.resources, running.gpus)
+            running.holds = False
+
     def _finished(self, running: _Running, rc: int, why: str | None) -> None:
         name, step, attempt = running.name, running.step, running.attempt
-        del self.running[name]
-        self.pool.release(step.resources, running.gpus)
+        if self.running.get(name) is running:
+            self._free(running)
         duration = time.monotonic() - running.started
         event = {"e": "end", "n": name, "a": attempt, "s": SUCCEEDED, "rc": rc}
         if running.kill_reason == "interrupt":
@@ -493,7 +700,7 @@ class LocalRunner:
         if state == SUCCEEDED:
             self.states[name] = SUCCEEDED
             if key and self.cache is not None:
-                self.cache.record(key, name)
+                self.cache.record(key, self.plan, self.plan.nodes[name])
             self._release(self.tracker.succeeded(name))
         elif state == "retry":
             self.states[name] = RETRYING

@@ -8,9 +8,12 @@ dependencies), the node wrapper journals each node, and status folds in what onl
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
+from dagflow.engines.base import EngineBase, EngineOption, Report
 from dagflow.engines.local.graph import check_plan
 from dagflow.engines.slurm import commands
 from dagflow.engines.slurm.observe import append_events, is_slurm_run, read_slurm_status, reconcile
@@ -45,7 +48,7 @@ def prepare_slurm(plan: Plan, runs_dir: Path = DEFAULT_RUNS_DIR) -> RunLayout:
     layout = RunLayout(Path(runs_dir).absolute(), plan.run_id)
     if layout.exists():
         raise SlurmRunError(f"run {plan.run_id} already exists in {layout.runs_dir}; choose another --run-id")
-    layout.create(plan)
+    layout.create(plan, engine="slurm")
     SlurmRecords(layout.run_dir).create(NODE_SH)
     return layout
 
@@ -115,10 +118,17 @@ def wait_slurm(layout: RunLayout, poll_s: float = 1.0, timeout_s: float | None =
         time.sleep(poll_s)
 
 
-class SlurmEngine:
+class SlurmEngine(EngineBase):
     """The Engine contract over sbatch/squeue/scancel."""
 
-    name = "slurm"
+    name: ClassVar[str] = "slurm"
+    summary: ClassVar[str] = "a Slurm cluster: sbatch jobs (arrays where the wiring allows) with dependencies"
+    options: ClassVar[tuple[EngineOption, ...]] = ()
+    honours: ClassVar[frozenset[str]] = frozenset({"cpus", "memory", "gpus", "timeout"})
+
+    def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
+        super().__init__(runs_dir, settings)
+        self.last: Submitted | None = None  # the latest submission, for submitted()
 
     def prepare(self, plan: Plan, run_dir: Path) -> None:
         if plan.run_id != Path(run_dir).name:
@@ -129,16 +139,42 @@ class SlurmEngine:
         """Submit the prepared run (every node), or resubmit what did not finish of a submitted one."""
         layout = RunLayout.from_run_dir(run_dir)
         if not layout.exists():
+            commands.max_array_size()  # fail with "no Slurm reachable" before creating anything
             self.prepare(plan, layout.run_dir)
         if SlurmRecords(layout.run_dir).latest()[0]:
-            submitted = resume_slurm(layout.run_id, layout.runs_dir)
-        else:
-            submitted = _submit(layout, plan, list(plan.nodes), resume=False)
-        return ",".join(submitted.jobs)
+            return self.resume(layout.run_dir)
+        self.last = _submit(layout, plan, list(plan.nodes), resume=False)
+        return ",".join(self.last.jobs)
 
-    def status(self, run_dir: Path) -> dict[str, str]:
-        return read_slurm_status(RunLayout.from_run_dir(run_dir)).node_states()
+    def resume(self, run_dir: Path) -> str:
+        layout = RunLayout.from_run_dir(run_dir)
+        self.last = resume_slurm(layout.run_id, layout.runs_dir)
+        return ",".join(self.last.jobs)
+
+    def wait(self, run_dir: Path) -> None:
+        wait_slurm(RunLayout.from_run_dir(run_dir))
+
+    def read_status(self, layout: RunLayout) -> RunStatus:
+        return read_slurm_status(layout)
 
     def cancel(self, run_dir: Path) -> None:
         layout = RunLayout.from_run_dir(run_dir)
         cancel_slurm(layout.run_id, layout.runs_dir)
+
+    def submitted(self, run_dir: Path, handle: str) -> Report:
+        if self.last is None:
+            raise SlurmRunError(f"run {Path(run_dir).name}: this engine submitted nothing")
+        run_id, last = self.last.layout.run_id, self.last
+        data = {
+            "run_id": run_id,
+            "engine": self.name,
+            "submission": last.sub,
+            "nodes": last.nodes,
+            "jobs": last.jobs,
+            "seconds": round(last.seconds, 3),
+        }
+        line = (
+            f"submitted run {run_id}: {last.nodes} nodes as {len(last.jobs)} Slurm jobs in {data['seconds']} s; "
+            f"follow it with `dagflow status {run_id}`"
+        )
+        return Report(data, [line])

@@ -1,6 +1,6 @@
 """What the Slurm engine keeps in a run directory, under `<run>/slurm/`:
 
-    node.sh          the node wrapper every batch script sources
+    node.sh          (runs before the shared Python node wrapper only) the bash wrapper their scripts sourced
     scripts/         one batch script per submitted unit, `<submission>-<unit>.sh`
     jobs.jsonl       one line per submitted job: {"sub": n, "job": id, "unit": name, "tasks": {task: node}}
     cancelled        the submission number `dagflow cancel` stopped
@@ -55,9 +55,10 @@ class SlurmRecords:
     def exists(self) -> bool:
         return self.dir.is_dir()
 
-    def create(self, node_sh: str) -> None:
+    def create(self, node_sh: str = "") -> None:
         self.scripts_dir.mkdir(parents=True, exist_ok=True)
-        self.node_sh.write_text(node_sh)
+        if node_sh:
+            self.node_sh.write_text(node_sh)
 
     def append(self, records: list[JobRecord]) -> None:
         lines = "".join(

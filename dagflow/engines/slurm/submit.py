@@ -15,7 +15,8 @@ from dagflow.engines.slurm.records import JobRecord, SlurmRecords
 from dagflow.engines.slurm.script import KILL_GRACE_S, render_script
 from dagflow.engines.slurm.units import SINGLE, Unit, plan_units
 from dagflow.errors import DagflowError
-from dagflow.plan import Plan, StepInfo
+from dagflow.plan import Plan, StepInfo, attributes
+from dagflow.plan.attributes import attribute_name
 
 # sbatch is one process and one controller round trip per job; a few at once hide most of the latency.
 PARALLEL_SBATCH = 8
@@ -42,17 +43,17 @@ def comment(plan: Plan, unit: Unit) -> str:
     """The Dagflow attributes of a job (as HTCondor jobs carry them), as compact JSON."""
     step = plan.steps[unit.step]
     attrs: dict[str, object] = {
-        "DagflowPipeline": plan.pipeline,
-        "DagflowRunId": plan.run_id,
-        "DagflowStep": step.name,
-        "DagflowKind": step.kind,
+        attributes.PIPELINE: plan.pipeline,
+        attributes.RUN_ID: plan.run_id,
+        attributes.STEP: step.name,
+        attributes.KIND: step.kind,
     }
     if not unit.is_array:
         node = plan.nodes[unit.tasks[SINGLE]]
         for axis, value in node.coords.items():
-            attrs["Dagflow" + "".join(part[:1].upper() + part[1:] for part in axis.split("_") if part)] = value
+            attrs[attribute_name(axis)] = value
         if node.trial is not None:
-            attrs["DagflowTrial"] = node.trial
+            attrs[attributes.TRIAL] = node.trial
     attrs.update(step.classads)
     return json.dumps(attrs, separators=(",", ":"))
 

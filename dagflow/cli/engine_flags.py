@@ -1,0 +1,149 @@
+"""Engine choice and engine options on the command line, built from the engine registry.
+
+Each engine declares its options (engines/base.py EngineOption); every command that starts or continues a
+run gets the union of them as flags (as Snakemake's executor plugins do), and an option given with an
+engine that does not declare it is refused, naming the engine(s) that do.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from dagflow.cli.common import fail, load_plan_or_exit
+from dagflow.engines.base import EngineOption, Report
+from dagflow.engines.registry import EngineChoiceError, engine_class, engine_names
+from dagflow.errors import DagflowError
+from dagflow.plan import Plan
+
+SETTINGS_PARAMETER = "engine_settings"  # the decorated command's parameter receiving the given options
+
+
+class EngineUsageError(DagflowError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class DeclaredOption:
+    option: EngineOption
+    engines: tuple[str, ...]  # every engine declaring it (an option name means one thing everywhere)
+
+
+def declared_options(command: str) -> dict[str, DeclaredOption]:
+    """The options of every importable engine that apply to command, by settings name."""
+    found: dict[str, DeclaredOption] = {}
+    for name in engine_names():
+        try:
+            options = engine_class(name).options
+        except EngineChoiceError:  # its optional dependency is missing: its flags are simply not offered
+            continue
+        for option in options:
+            if command not in option.commands:
+                continue
+            known = found.get(option.name)
+            if known is not None and known.option.flags != option.flags:
+                raise RuntimeError(f"engines {known.engines} and {name} declare option {option.name} differently")
+            engines = (*known.engines, name) if known else (name,)
+            found[option.name] = DeclaredOption(known.option if known else option, engines)
+    return found
+
+
+def _unset(option: EngineOption) -> Any:
+    return False if option.type is bool else None
+
+
+def _parameter(declared: DeclaredOption) -> inspect.Parameter:
+    option = declared.option
+    value_type: Any = option.type
+    if option.type is list:
+        value_type = list[str] | None
+    elif option.type is not bool:
+        value_type = option.type | None
+    owners = ", ".join(declared.engines)
+    text = option.help if option.help.startswith(f"{owners}:") else f"{owners}: {option.help}"
+    if option.default not in (None, False, ()):
+        text = text.rstrip(".") + f" (default: {option.default})."
+    extra: dict[str, Any] = {"min": option.min} if option.min is not None else {}
+    if option.metavar:
+        extra["metavar"] = option.metavar
+    flag = typer.Option(*option.flags, help=text, show_default=False, **extra)
+    return inspect.Parameter(
+        option.name, inspect.Parameter.KEYWORD_ONLY, default=_unset(option), annotation=Annotated[value_type, flag]
+    )
+
+
+def with_engine_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command every engine's options for it as flags; the command receives the ones given, as a dict
+    by option name, in its `engine_settings` parameter."""
+    declared = declared_options(command)
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(function, eval_str=True)
+        own = [parameter for name, parameter in signature.parameters.items() if name != SETTINGS_PARAMETER]
+
+        @functools.wraps(function)
+        def wrapper(**kwargs: Any) -> Any:
+            given = {}
+            for name, item in declared.items():
+                value = kwargs.pop(name, None)
+                if value not in (None, False, [], ()):
+                    given[name] = tuple(value) if item.option.type is list else value
+            return function(**kwargs, **{SETTINGS_PARAMETER: given})
+
+        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*own, *(_parameter(item) for item in declared.values())]
+        )
+        return wrapper
+
+    return decorate
+
+
+def check_engine_settings(engine: str, given: dict[str, Any], command: str) -> None:
+    """Refuse options the engine does not declare (exit 2), naming the engines that do."""
+    declared = declared_options(command)
+    wrong = [declared[name] for name in given if engine not in declared[name].engines]
+    if wrong:
+        flags = ", ".join(item.option.flags[0] for item in wrong)
+        owners = sorted({engine for item in wrong for engine in item.engines})
+        fail(EngineUsageError(f"{flags}: only for --engine {' or '.join(owners)}, not {engine}"))
+
+
+def checked_engine(value: str | None) -> str | None:
+    """Callback of every --engine option: a registered engine, or a usage error (exit 2)."""
+    if value is not None and value not in engine_names():
+        raise typer.BadParameter(f"unknown engine {value!r}; choose one of {', '.join(engine_names())}")
+    return value
+
+
+def engine_option(default: str) -> Any:
+    """An --engine option whose help lists the registered engines."""
+    return typer.Option(
+        "--engine", help=f"Where the nodes run: {', '.join(engine_names())} (default: {default}).",
+        callback=checked_engine, show_default=False,
+    )
+
+
+def load_plan_for(pipeline: Path, run_id: str | None, engine: str) -> Plan:
+    """Load and expand a pipeline, warning on stderr about each step field the engine will ignore."""
+    return load_plan_or_exit(pipeline, run_id, honoured_by=engine)
+
+
+def print_report(report: Report, json_output: bool) -> None:
+    import json
+
+    if json_output:
+        print(json.dumps(report.data, separators=(",", ":")))
+        return
+    for note in report.notes:
+        print(note, file=sys.stderr)
+    for line in report.lines:
+        print(line)
+    if report.text:
+        sys.stdout.write(report.text)

@@ -1,0 +1,276 @@
+"""The node wrapper of the batch engines: runs one node inside its batch job, as the local runner would.
+
+    python -m dagflow.engines.batch.node --journal RUN/journal.jsonl --logs RUN/logs --node NAME \
+        --workdir DIR [--retries N] [--unless-exit 2,3] [--timeout S] [--grace S] [--job REF] \
+        [--env KEY=VALUE ...] [--parent NODE ...] -- ARGV...
+
+It journals every attempt's `start` and `end` (one O_APPEND write each, the format of run/journal.py, so
+status reads one journal whichever engine ran the plan), sends the node's output to `<logs>/<node>.out`
+and `.err`, and retries: a failed attempt is retried unless its exit code is one of `--unless-exit` (a
+timed-out or killed attempt is always retried), up to `--retries` times, as the local engine decides.
+Each attempt gets `--timeout` seconds, then SIGTERM to its process tree and, after `--grace`, SIGKILL.
+
+With `--parent`, the node first checks its parents' journal records and runs only if every one succeeded:
+Grid Engine's `-hold_jid` waits for a job to end, not to succeed, so this is where a failure stops the
+nodes below it. Below a failed node it journals itself `upstream_failed`; below a parent whose job ended
+without an `end` event (deleted, killed) it journals nothing and leaves the node to the status reader.
+
+The exit status is the node's (0, its exit code, 128+signal, 127 when it cannot start), except that 99
+and 100 become 1: Grid Engine requeues a job that exits 99 and puts one that exits 100 in its error state.
+A wrapper stopped by a signal (a cancelled job) stops the node and exits without an `end` event; the
+engine's status reader journals what became of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+RESERVED_EXITS = frozenset({99, 100})  # Grid Engine: 99 requeues the job, 100 puts it in error state
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeJob:
+    node: str
+    argv: list[str]
+    journal: Path
+    logs: Path
+    workdir: Path
+    retries: int = 0
+    unless_exit: frozenset[int] = frozenset()
+    timeout_s: float = 0.0
+    grace_s: float = 10.0
+    job: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    parents: tuple[str, ...] = ()
+
+    @property
+    def stdout(self) -> Path:
+        return self.logs / f"{self.node}.out"
+
+    @property
+    def stderr(self) -> Path:
+        return self.logs / f"{self.node}.err"
+
+
+class Stopped(Exception):
+    """The wrapper itself got a stop signal (its job was cancelled)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def journal(path: Path, event: dict[str, object], durable: bool = False) -> None:
+    event["t"] = round(time.time(), 3)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(event, separators=(",", ":")) + "\n").encode())
+        if durable:
+            os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def describe_exit(rc: int) -> str:
+    """As the local engine words it."""
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit code {rc}"
+
+
+def exit_status(rc: int) -> int:
+    if rc < 0:
+        return 128 - rc
+    if rc in RESERVED_EXITS or rc > 255:
+        return 1
+    return rc
+
+
+def upstream_failure(job: NodeJob) -> tuple[str, str] | None:
+    """None when every parent succeeded (or was cached); else ("failed", the failed node above this one)
+    or ("unfinished", a parent with no end): its job was deleted (a cancel) or killed by the batch system
+    before the wrapper could journal it, and the engine's status reader journals what became of it."""
+    from dagflow.run.journal import DONE_STATES, FAILED, UPSTREAM_FAILED, read_journal  # only nodes with parents pay
+
+    records = read_journal(job.journal).nodes
+    for parent in job.parents:
+        record = records.get(parent)
+        if record is not None and record.state in DONE_STATES:
+            continue
+        if record is not None and record.state == FAILED:
+            return "failed", parent
+        why = record.why if record is not None else None
+        if record is not None and record.state == UPSTREAM_FAILED and why and why.startswith("upstream "):
+            return "failed", why.removeprefix("upstream ").removesuffix(" failed")
+        return "unfinished", parent
+    return None
+
+
+def _descendants(pid: int) -> list[int]:
+    """pid and every process below it, parents first (from /proc; a batch node is Linux)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return found
+
+
+def stop_tree(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """SIGTERM the node's processes, SIGKILL what is left after grace_s. The node shares the wrapper's
+    process group (Grid Engine's qdel kills the job's group, so a node in a group of its own would
+    outlive its cancelled job), hence the walk over /proc instead of killpg."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        for pid in _descendants(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        try:
+            proc.wait(wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_attempt(job: NodeJob, env: dict[str, str]) -> tuple[int, str | None]:
+    """(exit code, why it failed or None) of one attempt."""
+    with open(job.stdout, "ab") as out, open(job.stderr, "ab") as err:
+        try:
+            proc = subprocess.Popen(
+                job.argv, cwd=job.workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
+            )
+        except OSError as error:
+            why = f"cannot start {job.argv[0]!r}: {error.strerror or error}"
+            err.write(f"dagflow: {why}\n".encode())
+            return 127, why
+    try:
+        rc = proc.wait(job.timeout_s or None)
+    except subprocess.TimeoutExpired:
+        stop_tree(proc, job.grace_s)
+        rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+        return rc, f"timed out after {job.timeout_s:g}s"
+    except Stopped:
+        stop_tree(proc, job.grace_s)
+        raise
+    return rc, None if rc == 0 else describe_exit(rc)
+
+
+def run_node(job: NodeJob) -> int:
+    """Run the node to its end; the wrapper's exit status."""
+    if job.parents:
+        upstream = upstream_failure(job)
+        if upstream is not None:
+            kind, parent = upstream
+            if kind == "failed":
+                journal(job.journal, {"e": "upstream_failed", "n": [job.node], "by": parent}, durable=True)
+            else:
+                print(f"dagflow: {job.node} not run: its parent {parent} ended without a result", file=sys.stderr)
+            return 1
+    env = {**os.environ, **job.env, "DAGFLOW_NODE": job.node}
+    job.stdout.write_bytes(b"")
+    job.stderr.write_bytes(b"")
+    attempt = 0
+    while True:
+        attempt += 1
+        if attempt > 1:
+            with open(job.stderr, "ab") as err:
+                err.write(f"\n=== dagflow: attempt {attempt} ===\n".encode())
+        journal(job.journal, {"e": "start", "n": job.node, "a": attempt, "job": job.job})
+        rc, why = run_attempt(job, env)
+        timed_out = why is not None and why.startswith("timed out")
+        if why is None:
+            state = "succeeded"
+        elif attempt <= job.retries and not (not timed_out and rc >= 0 and rc in job.unless_exit):
+            state = "retry"
+        else:
+            state = "failed"
+        event: dict[str, object] = {"e": "end", "n": job.node, "a": attempt, "s": state, "rc": rc}
+        if why is not None:
+            event["why"] = why
+        journal(job.journal, event, durable=state != "retry")
+        if state == "succeeded":
+            return 0
+        if state == "failed":
+            return exit_status(rc)
+
+
+def _on_stop(signum: int, frame: FrameType | None) -> None:
+    raise Stopped(signum)
+
+
+def parse_args(argv: Sequence[str]) -> NodeJob:
+    parser = argparse.ArgumentParser(prog="python -m dagflow.engines.batch.node", description=__doc__.split("\n")[0])
+    parser.add_argument("--journal", type=Path, required=True)
+    parser.add_argument("--logs", type=Path, required=True, help="directory of <node>.out and <node>.err")
+    parser.add_argument("--node", required=True)
+    parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--retries", type=int, default=0)
+    parser.add_argument("--unless-exit", default="", help="comma-separated exit codes not to retry")
+    parser.add_argument("--timeout", type=float, default=0.0, help="seconds per attempt; 0: none")
+    parser.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL")
+    parser.add_argument("--job", default="", help="the batch job's id, journaled with each start")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--parent", action="append", default=[], help="run only if this node succeeded")
+    parser.add_argument("argv", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not command:
+        parser.error("no command to run after --")
+    try:
+        unless = frozenset(int(code) for code in args.unless_exit.split(",") if code)
+    except ValueError:
+        parser.error(f"--unless-exit {args.unless_exit!r} is not a list of exit codes")
+    if any("=" not in item for item in args.env):
+        parser.error("--env takes KEY=VALUE")
+    return NodeJob(
+        node=args.node,
+        argv=command,
+        journal=args.journal,
+        logs=args.logs,
+        workdir=args.workdir,
+        retries=args.retries,
+        unless_exit=unless,
+        timeout_s=args.timeout,
+        grace_s=args.grace,
+        job=args.job,
+        env=dict(item.split("=", 1) for item in args.env),
+        parents=tuple(args.parent),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    job = parse_args(sys.argv[1:] if argv is None else argv)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _on_stop)
+    try:
+        return run_node(job)
+    except Stopped as stopped:
+        return 128 + stopped.signum
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,75 @@
+"""The lines of a batch script that run nodes through the node wrapper (node.py), for Slurm and Grid Engine.
+
+A script runs one node, or one node per array task: `case "$<task variable>" in <task>) exec wrapper ...`.
+Every argument is shell-quoted; the job id is the one shell expansion (`$SLURM_JOB_ID`, `$JOB_ID`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from dagflow.data import IMPORT_ROOT
+from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, StepInfo
+from dagflow.run.layout import RunLayout
+
+KILL_GRACE_S = 10
+SINGLE = -1  # the task id of a unit that is one node, not an array
+
+
+def node_argv(node: Node) -> list[str]:
+    """A node running dagflow itself runs this interpreter's dagflow (see the environment set below)."""
+    if node.argv and node.argv[0] == DAGFLOW_LAUNCHER:
+        return [sys.executable, "-m", "dagflow", *node.argv[1:]]
+    return list(node.argv)
+
+
+def environment(plan: Plan, run_dir: Path) -> list[str]:
+    """What every node's script exports, as the local engine gives it to a node."""
+    bin_dir = os.path.dirname(sys.executable)
+    return [
+        f"export DAGFLOW_RUN_ID={shlex.quote(plan.run_id)}",
+        f"export DAGFLOW_RUN_DIR={shlex.quote(str(run_dir))}",
+        # Like the local engine: `python` and `dagflow` in a node are the submitter's virtualenv's.
+        f'export PATH={shlex.quote(bin_dir)}:"$PATH"',
+        f"export PYTHONPATH={shlex.quote(IMPORT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}",
+    ]
+
+
+def wrapper_command(plan: Plan, step: StepInfo, node: Node, run_dir: Path, job_ref: str, parents: bool) -> str:
+    """`exec python -m dagflow.engines.batch.node ... -- argv`; job_ref is a shell expression (not quoted).
+    parents: the wrapper checks that the node's parents succeeded before running it."""
+    layout = RunLayout.from_run_dir(run_dir)
+    words = [
+        sys.executable, "-m", "dagflow.engines.batch.node",
+        "--journal", str(layout.journal_path),
+        "--logs", str(layout.logs_dir),
+        "--node", node.name,
+        "--workdir", str(Path(plan.workdir).absolute()),
+        "--retries", str(step.retries),
+        "--timeout", str(step.timeout_s or 0),
+        "--grace", str(KILL_GRACE_S),
+    ]  # fmt: skip
+    if step.retry_unless_exit:
+        words += ["--unless-exit", ",".join(str(code) for code in step.retry_unless_exit)]
+    for key, value in node.env.items():
+        words += ["--env", f"{key}={value}"]
+    if parents:
+        for parent in node.parents:
+            words += ["--parent", parent]
+    quoted = " ".join(shlex.quote(word) for word in words)
+    argv = " ".join(shlex.quote(arg) for arg in node_argv(node))
+    return f'exec {quoted} --job "{job_ref}" -- {argv}'
+
+
+def dispatch(task_variable: str, tasks: dict[int, str], command_for: Callable[[str], str]) -> list[str]:
+    """The script's body: the one node's command, or a case over the array task id."""
+    if list(tasks) == [SINGLE]:
+        return [command_for(tasks[SINGLE])]
+    body = [f'case "${task_variable}" in']
+    body += [f"{task}) {command_for(name)} ;;" for task, name in tasks.items()]
+    body += [f'*) echo "dagflow: no node for array task ${task_variable}" >&2; exit 1 ;;', "esac"]
+    return body

@@ -1,0 +1,95 @@
+"""The local engine behind the registry's contract: its options, what it honours, and the CLI's run,
+resume, wait and cancel on top of LocalEngine (which stays the search scheduler's detached runner)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from dagflow.engines.base import EngineBase, EngineOption, Report
+from dagflow.engines.local.engine import LocalEngine, resume_local, run_local
+from dagflow.engines.local.options import RunOptions
+from dagflow.engines.local.reporting import JsonReporter, PlainReporter, Reporter
+from dagflow.plan import Plan
+from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
+from dagflow.run.status import RunStatus, read_status
+
+LOCAL_OPTIONS = (
+    EngineOption("jobs", ("--jobs", "-j"), "Nodes running at once (default: the cpu count).", int, None, min=1),
+    EngineOption("gpus", ("--gpus",), "GPU devices to use, e.g. 0,1 (default: what nvidia-smi lists)."),
+    EngineOption(
+        "force", ("--force",), "Run this step (or node) and its descendants even if cached.", list, (),
+        metavar="STEP",
+    ),
+    EngineOption("no_cache", ("--no-cache",), "Run every node; skip nothing.", bool, False),
+    EngineOption("kill_grace", ("--kill-grace",), "Seconds between SIGTERM and SIGKILL.", float, 10.0, min=0),
+)
+
+
+class LocalEngineContract(EngineBase, LocalEngine):
+    """Runs nodes as processes on this machine: in the foreground (`dagflow run`) or as a detached runner."""
+
+    name: ClassVar[str] = "local"
+    summary: ClassVar[str] = "run the nodes on this machine"
+    options: ClassVar[tuple[EngineOption, ...]] = LOCAL_OPTIONS
+    honours: ClassVar[frozenset[str]] = frozenset({"cpus", "memory", "disk", "gpus", "gpu_memory", "priority",
+                                                   "timeout"})
+
+    def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
+        EngineBase.__init__(self, runs_dir, settings)
+        LocalEngine.__init__(self, self.run_options())
+
+    def run_options(self, reporter: Reporter | None = None, handle_signals: bool = False) -> RunOptions:
+        given = self.settings
+        return RunOptions(
+            runs_dir=self.runs_dir,
+            jobs=given["jobs"],
+            gpus=given["gpus"],
+            force=tuple(given["force"] or ()),
+            use_cache=not given["no_cache"],
+            kill_grace_s=given["kill_grace"],
+            reporter=reporter,
+            handle_signals=handle_signals,
+        )
+
+    def read_status(self, layout: RunLayout) -> RunStatus:
+        return read_status(layout)
+
+    def resume(self, run_dir: Path) -> str:
+        layout = RunLayout.from_run_dir(run_dir)
+        return self.submit(layout.load_plan(), layout.run_dir)  # a detached `dagflow run --resume`
+
+    def wait(self, run_dir: Path) -> None:
+        layout = RunLayout.from_run_dir(run_dir)
+        time.sleep(0.5)  # the detached runner takes the run's lock as it starts
+        while read_status(layout).runner_alive:
+            time.sleep(0.5)
+
+    def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
+        options = self.run_options(self._reporter(json_output), handle_signals=True)
+        options.runs_dir = Path(run_dir).parent
+        if plan is None:
+            return resume_local(Path(run_dir).name, options).exit_code
+        if options.gpus is not None:
+            from dagflow.engines.local.devices import check_devices
+
+            check_devices(options.gpus)  # a device that is not here is bad input, not a slot to wait for
+        return run_local(plan, options).exit_code
+
+    def submitted(self, run_dir: Path, handle: str) -> Report:
+        run_id = Path(run_dir).name
+        line = f"started run {run_id} in the background; follow it with `dagflow status {run_id}`"
+        return Report({"run_id": run_id, "engine": self.name}, [line])
+
+    def _reporter(self, json_output: bool) -> Reporter:
+        hint = "" if self.runs_dir == DEFAULT_RUNS_DIR else f" --runs-dir {self.runs_dir}"
+        if json_output:
+            return JsonReporter()
+        if sys.stdout.isatty():
+            from dagflow.engines.local.live_view import RichReporter  # rich is only needed on a terminal
+
+            return RichReporter(runs_dir_hint=hint)
+        return PlainReporter(runs_dir_hint=hint)

@@ -1,0 +1,280 @@
+"""The keeper: the process that starts a run's nodes, waits for them, and records their exits.
+
+Run as `python -I -S keeper.py RUN_DIR` by the runner (procs.py starts it), it is the parent of every
+node the runner starts, so it alone can collect their exit codes; it lives in its own process group,
+so a kill of the runner (SIGKILL, OOM, a crash) or Ctrl-C in the runner's terminal leaves it and the
+nodes running. It records each node's start and exit in `RUN_DIR/procs.jsonl` (one line each, one
+write(2) each, with O_APPEND, before telling the runner), the way DAGMan's job log and Nextflow's
+`.exitcode` files do:
+
+    {"n": node, "a": attempt, "pid": pid, "k": keeper pid}          started
+    {"n": node, "a": attempt, "pid": pid, "rc": exit code}          exited (negative: killed by that signal)
+
+so a runner that resumes the run adopts a node still running (and waits for it) and takes the result of
+one that finished while no runner was alive (runner.py). The keeper exits once the runner has closed
+its request pipe (it finished, or died) and no node of its own is left. It imports nothing from dagflow
+and starts in a few milliseconds.
+
+Protocol, frames of a 4-byte little-endian length and a marshal payload:
+  runner -> keeper (stdin):  (node, attempt, program, argv, env additions)
+  keeper -> runner (stdout): ("s", node, attempt, pid) | ("x", node, attempt, rc) | ("e", node, attempt, error)
+A node's stdout and stderr are pipes the keeper reads into `logs/<node>.out|.err` (`_Output`), so a
+node that prints keeps running when the runner dies (the keeper holds the pipes, not the runner).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import marshal
+import os
+import selectors
+import signal
+import struct
+import sys
+import time
+from collections import deque
+
+_HEADER = struct.Struct("<I")
+# Signals a node gets back to their default dispositions (Python ignores SIGPIPE and SIGXFSZ; the keeper
+# ignores SIGINT and SIGHUP, which only the runner acts on).
+_NODE_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGHUP)
+_STREAMS = (".out", ".err")
+_READ_SIZE = 1 << 16
+_WATCH_AFTER_S = 0.05
+
+
+def frame(message: object) -> bytes:
+    payload = marshal.dumps(message)
+    return _HEADER.pack(len(payload)) + payload
+
+
+def unframe(buffer: bytearray) -> list:
+    """Take the complete frames off the front of buffer."""
+    messages = []
+    offset = 0
+    size = len(buffer)
+    while size - offset >= 4:
+        (length,) = _HEADER.unpack_from(buffer, offset)
+        end = offset + 4 + length
+        if end > size:
+            break
+        messages.append(marshal.loads(buffer[offset + 4 : end]))
+        offset = end
+    del buffer[:offset]
+    return messages
+
+
+class _Output:
+    """A node's stdout and stderr: pipes the keeper reads, copied into `logs/<node>.out|.err`.
+
+    A log file is created only once its stream says something: creating two files per node was the
+    largest cost of running many short nodes, and a node that prints nothing leaves no file. A node's
+    pipes are watched only once it has run `_WATCH_AFTER_S` (most nodes of a big DAG are short, and
+    watching costs epoll calls and wakeups); a shorter node's output is read when it exits.
+    """
+
+    __slots__ = ("attempt", "logs", "prefix", "read_fds", "started")
+
+    def __init__(self, prefix: str, attempt: int, started: float) -> None:
+        self.prefix = prefix
+        self.attempt = attempt
+        self.started = started
+        self.read_fds = [-1, -1]  # -1 once closed
+        self.logs = [-1, -1]
+
+    def pump(self, stream: int) -> bool:
+        """Copy what is readable now from stream (0 stdout, 1 stderr); False once it has ended."""
+        fd = self.read_fds[stream]
+        if fd < 0:
+            return False
+        while True:
+            try:
+                data = os.read(fd, _READ_SIZE)
+            except BlockingIOError:
+                return True
+            if not data:
+                return False
+            self._write(stream, data)
+
+    def _write(self, stream: int, data: bytes) -> None:
+        log = self.logs[stream]
+        if log < 0:
+            append = self.attempt > 1  # a retry adds to the earlier attempts' logs, after a banner
+            flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if append else os.O_TRUNC)
+            log = self.logs[stream] = os.open(self.prefix + _STREAMS[stream], flags, 0o644)
+            if append and os.fstat(log).st_size:
+                data = f"\n=== dagflow: attempt {self.attempt} ===\n".encode() + data
+        os.write(log, data)
+
+    def close(self) -> None:
+        """Copy what is left and close everything (after the node's process group is gone)."""
+        for stream in (0, 1):
+            with contextlib.suppress(OSError):  # a full disk loses the rest of the log, not the run
+                self.pump(stream)
+            for fds in (self.read_fds, self.logs):
+                if fds[stream] >= 0:
+                    os.close(fds[stream])
+                    fds[stream] = -1
+
+
+class Keeper:
+    def __init__(self, run_dir: str) -> None:
+        self.logs = os.path.join(run_dir, "logs")
+        self.procs_fd = os.open(
+            os.path.join(run_dir, "procs.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644
+        )
+        self.env = dict(os.environ)
+        self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        self.children: dict[int, tuple[str, int, _Output]] = {}
+        self.unwatched: deque[tuple[int, _Output]] = deque()  # started nodes, oldest first
+        self.requests = bytearray()
+        self.replies: list[bytes] = []
+        self.runner_gone = False
+        self.pid = os.getpid()
+        self.selector = selectors.DefaultSelector()
+
+    def run(self) -> None:
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        os.set_blocking(wake_r, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        os.set_blocking(0, False)
+        selector = self.selector
+        selector.register(0, selectors.EVENT_READ, "requests")
+        selector.register(wake_r, selectors.EVENT_READ, "exits")
+        reading = True
+        while reading or self.children:
+            timeout = None
+            if self.unwatched:
+                timeout = max(0.0, self.unwatched[0][1].started + _WATCH_AFTER_S - time.monotonic())
+            for key, _ in selector.select(timeout):
+                data = key.data
+                if data == "requests":
+                    reading = self._read_requests()
+                    if not reading:
+                        selector.unregister(0)
+                elif data == "exits":
+                    _drain(wake_r)
+                else:
+                    output, stream = data
+                    if output.read_fds[stream] == key.fd and not output.pump(stream):
+                        selector.unregister(key.fd)
+                        output.read_fds[stream] = -1
+                        os.close(key.fd)
+            self._reap()
+            if self.unwatched:
+                self._watch(time.monotonic())
+            self._send()
+
+    def _watch(self, now: float) -> None:
+        unwatched = self.unwatched
+        while unwatched and unwatched[0][1].started + _WATCH_AFTER_S <= now:
+            pid, output = unwatched.popleft()
+            if pid not in self.children:
+                continue  # it has exited already
+            for stream, fd in enumerate(output.read_fds):
+                self.selector.register(fd, selectors.EVENT_READ, (output, stream))
+
+    def _read_requests(self) -> bool:
+        while True:
+            try:
+                chunk = os.read(0, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                self.runner_gone = True
+                return False
+            self.requests += chunk
+        for name, attempt, program, argv, env in unframe(self.requests):
+            self._spawn(name, attempt, program, argv, env)
+        return True
+
+    def _spawn(self, name: str, attempt: int, program: str, argv: list[str], env_add: dict[str, str]) -> None:
+        env = self.env.copy()
+        env.update(env_add)
+        output = _Output(f"{self.logs}/{name}", attempt, time.monotonic())
+        fds: list[int] = []
+        try:
+            fds += os.pipe()
+            fds += os.pipe()
+            actions = [
+                (os.POSIX_SPAWN_DUP2, self.devnull, 0),
+                (os.POSIX_SPAWN_DUP2, fds[1], 1),
+                (os.POSIX_SPAWN_DUP2, fds[3], 2),
+            ]
+            pid = os.posix_spawn(program, argv, env, file_actions=actions, setpgroup=0, setsigdef=_NODE_DEFAULT_SIGNALS)
+        except OSError as error:
+            for fd in fds:
+                os.close(fd)
+            self.replies.append(frame(("e", name, attempt, error.strerror or str(error))))
+            return
+        os.close(fds[1])
+        os.close(fds[3])
+        os.set_blocking(fds[0], False)
+        os.set_blocking(fds[2], False)
+        output.read_fds = [fds[0], fds[2]]
+        self.children[pid] = (name, attempt, output)
+        self.unwatched.append((pid, output))
+        self._record(f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{pid},"k":{self.pid}}}\n')
+        self.replies.append(frame(("s", name, attempt, pid)))
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            entry = self.children.pop(pid, None)
+            if entry is None:
+                continue
+            name, attempt, output = entry
+            rc = os.waitstatus_to_exitcode(status)
+            # Whatever the node left behind in its process group goes with it, as under HTCondor.
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            for fd in output.read_fds:
+                if fd >= 0 and fd in self.selector.get_map():
+                    self.selector.unregister(fd)
+            output.close()
+            self._record(f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{pid},"rc":{rc}}}\n')
+            self.replies.append(frame(("x", name, attempt, rc)))
+
+    def _record(self, line: str) -> None:
+        # On a full disk the runner still hears of it; only a later adoption cannot.
+        with contextlib.suppress(OSError):
+            os.write(self.procs_fd, line.encode())
+
+    def _send(self) -> None:
+        if not self.replies:
+            return
+        data = b"".join(self.replies)
+        self.replies.clear()
+        if self.runner_gone:
+            return
+        try:
+            while data:
+                data = data[os.write(1, data) :]
+        except OSError:  # the runner died (EPIPE): the procs log is what a resume reads
+            self.runner_gone = True
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    Keeper(sys.argv[1]).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""Submitting a plan's unfinished nodes as qsub jobs, and recording their job numbers in the run directory.
+
+Placement: `-pe <pe> N` for cpus above one, `-l mem_free=<M>M` for memory (a scheduling request: the
+queue's `h_vmem` would be a hard address-space limit, which kills Python programs that map more than they
+use), `-l gpu=N` (the cluster's consumable complex) and `-l h_rt` as a backstop above the wrapper's own
+per-attempt timeouts. Names: `-N <unit>.<run id>` (a single node's unit is the node, so it carries its
+matrix values) and the Dagflow attributes as the job's context (`-ac`, shown by `qstat -j`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from itertools import groupby
+from pathlib import Path
+
+from dagflow.engines.batch.script import KILL_GRACE_S
+from dagflow.engines.sge import commands
+from dagflow.engines.sge.records import JobRecord, SgeRecords
+from dagflow.engines.sge.script import render_script
+from dagflow.engines.sge.units import SINGLE, Unit, sge_units
+from dagflow.errors import DagflowError
+from dagflow.plan import Plan, StepInfo, attributes
+from dagflow.plan.attributes import attribute_name
+
+PARALLEL_QSUB = 8  # qsub is one process and one qmaster round trip per job
+DEFAULT_PE = "smp"
+_NOT_IN_NAME = re.compile(r"[\s/:@\\*?,]")  # characters Grid Engine refuses in a job name (and -ac's comma)
+
+
+def time_limit_s(step: StepInfo) -> int | None:
+    """h_rt: every attempt, its kill grace, and a minute."""
+    if not step.timeout_s:
+        return None
+    return (step.retries + 1) * (step.timeout_s + KILL_GRACE_S) + 60
+
+
+def context(plan: Plan, unit: Unit) -> str:
+    """The Dagflow attributes of a job as `-ac name=value,...`; values with a comma cannot be said there."""
+    step = plan.steps[unit.step]
+    attrs: dict[str, object] = {
+        attributes.PIPELINE: plan.pipeline,
+        attributes.RUN_ID: plan.run_id,
+        attributes.STEP: step.name,
+        attributes.KIND: step.kind,
+    }
+    if not unit.is_array:
+        node = plan.nodes[unit.tasks[SINGLE]]
+        attrs[attributes.NODE] = node.name
+        for axis, value in node.coords.items():
+            attrs[attribute_name(axis)] = value
+        if node.trial is not None:
+            attrs[attributes.TRIAL] = node.trial
+    attrs.update(step.classads)
+    return ",".join(f"{name}={value}" for name, value in attrs.items() if "," not in f"{value}")
+
+
+def qsub_options(plan: Plan, unit: Unit, records: SgeRecords, pe: str = DEFAULT_PE) -> list[str]:
+    step = plan.steps[unit.step]
+    res = step.resources
+    options = [
+        "-N", _NOT_IN_NAME.sub("_", f"{unit.name}.{plan.run_id}"),
+        "-S", "/bin/bash",
+        "-wd", str(Path(plan.workdir).absolute()),
+        "-o", str(records.wrapper_log),
+        "-j", "y",
+        "-r", "n",
+        "-ac", context(plan, unit),
+        "-l", f"mem_free={res.memory_mb}M",
+    ]  # fmt: skip
+    if res.cpus > 1:
+        options += ["-pe", pe, str(res.cpus)]
+    if res.gpus:
+        options += ["-l", f"gpu={res.gpus}"]
+    seconds = time_limit_s(step)
+    if seconds is not None:
+        options += ["-l", f"h_rt={seconds}"]
+    if unit.is_array:
+        options += ["-t", f"1-{len(unit.tasks)}"]
+    return options
+
+
+class Submission:
+    """Submits units in order, resolving each one's holds to the job numbers already submitted."""
+
+    def __init__(self, plan: Plan, run_dir: Path, sub: int, pe: str = DEFAULT_PE) -> None:
+        self.plan = plan
+        self.run_dir = run_dir
+        self.records = SgeRecords(run_dir)
+        self.sub = sub
+        self.pe = pe
+        self.unit_jobs: list[str | None] = []
+        self.node_jobs: dict[str, str] = {}
+        self.submitted: list[JobRecord] = []
+
+    def run(self, units: list[Unit]) -> list[JobRecord]:
+        self.unit_jobs = [None] * len(units)
+        try:
+            # Units of one step never depend on each other, so a step's units go out in parallel.
+            position = 0
+            for _, group in groupby(units, key=lambda unit: unit.step):
+                batch = list(group)
+                indices = range(position, position + len(batch))
+                position += len(batch)
+                if len(batch) == 1:
+                    jobs = [self._submit_one(indices[0], batch[0])]
+                else:
+                    with ThreadPoolExecutor(PARALLEL_QSUB) as pool:
+                        jobs = list(pool.map(self._submit_one, indices, batch))
+                done = []
+                for index, unit, job in zip(indices, batch, jobs, strict=True):
+                    self.unit_jobs[index] = job
+                    done.append(JobRecord(self.sub, job, unit.name, unit.tasks))
+                    for node in unit.tasks.values():
+                        self.node_jobs[node] = job
+                self.records.append(done)
+                self.submitted.extend(done)
+        except DagflowError:
+            self._withdraw()
+            raise
+        return self.submitted
+
+    def _holds(self, unit: Unit) -> list[str]:
+        """-hold_jid for whole parent jobs (a single node after an array task waits for the whole array:
+        Grid Engine cannot hold on one task), -hold_jid_ad for corresponding arrays."""
+        whole: dict[str, None] = {}
+        corresponding: dict[str, None] = {}
+        for kind, parent in unit.unit_deps:
+            job = self.unit_jobs[parent]
+            assert job is not None, "units are submitted parents first"
+            (corresponding if kind == "aftercorr" else whole)[job] = None
+        for parent in unit.node_deps:
+            whole[self.node_jobs[parent]] = None
+        options = []
+        if whole:
+            options += ["-hold_jid", ",".join(whole)]
+        if corresponding:
+            options += ["-hold_jid_ad", ",".join(corresponding)]
+        return options
+
+    def _submit_one(self, index: int, unit: Unit) -> str:
+        options = qsub_options(self.plan, unit, self.records, self.pe) + self._holds(unit)
+        path = self.records.scripts_dir / f"{self.sub}-{unit.name}.sh"
+        path.write_text(render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options))
+        return commands.qsub(options, str(path))
+
+    def _withdraw(self) -> None:
+        """A submission that failed half-way: delete what it had submitted, so no partial DAG runs."""
+        jobs = [job for job in self.unit_jobs if job is not None]
+        if jobs:
+            with contextlib.suppress(DagflowError):
+                commands.qdel(jobs)
+
+
+def submit_nodes(
+    plan: Plan, run_dir: Path, todo: Iterable[str], sub: int, arrays: bool = True, pe: str = DEFAULT_PE
+) -> list[JobRecord]:
+    units = sge_units(plan, todo, commands.max_array_size(), arrays)
+    return Submission(plan, run_dir, sub, pe).run(units)

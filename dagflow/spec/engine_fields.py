@@ -1,0 +1,59 @@
+"""Which step fields an engine will ignore: one located warning per step and field.
+
+Engines declare the fields they honour (engines/base.py RESOURCE_FIELDS); a pipeline that sets one the
+chosen engine ignores still runs, but its nodes are placed without it, so the user hears of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from dagflow.errors import Diagnostic
+from dagflow.policies import gpu_classes
+from dagflow.spec.model import StepSpec
+from dagflow.spec.validate import Spec
+from dagflow.spec.yamlpos import Path_, dotted
+
+_RESOURCE_KEYS = ("cpus", "memory", "disk", "gpus", "gpu_memory", "cuda_capability")
+
+
+def ignored_fields(spec: Spec, honours: frozenset[str], engine: str) -> list[Diagnostic]:
+    """A warning for each field a step sets that `engine` (honouring `honours`) will not act on."""
+    warnings = []
+    for name, step in spec.model.steps.items():
+        for field, path in _fields_set(name, step):
+            if field in honours:
+                continue
+            line, column = spec.positions.of(path, key=True)
+            via = f" (through gpu_class {step.resources.gpu_class!r})" if path[-1] == "gpu_class" else ""
+            warnings.append(Diagnostic(
+                spec.filename or str(spec.file), line, column, dotted(path),
+                f"the {engine} engine ignores {field}{via}: its nodes are placed without it",
+            ))
+    return sorted(warnings, key=lambda warning: (warning.line, warning.column))
+
+
+def _fields_set(name: str, step: StepSpec) -> Iterator[tuple[str, Path_]]:
+    base: Path_ = ("steps", name)
+    resources = step.resources
+    for key in _RESOURCE_KEYS:
+        if key in resources.model_fields_set:
+            yield key, (*base, "resources", key)
+    if resources.gpu_class:
+        placement = gpu_classes().get(resources.gpu_class)
+        path = (*base, "resources", "gpu_class")
+        if placement is not None:
+            for field, value in (("gpu_memory", placement.gpu_memory_mb),
+                                 ("cuda_capability", placement.cuda_capability),
+                                 ("requirements", placement.requirements)):
+                own = field in resources.model_fields_set or (field == "requirements" and step.requirements)
+                if value is not None and not own:
+                    yield field, path
+    if step.requirements is not None:
+        yield "requirements", (*base, "requirements")
+    if step.classads:
+        yield "classads", (*base, "classads")
+    if "priority" in step.model_fields_set:
+        yield "priority", (*base, "priority")
+    if step.timeout is not None:
+        yield "timeout", (*base, "timeout")
