@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from dagflow.engines.base import EngineBase, EngineOption, Report
+from dagflow.engines.batch.submitted import Submitted
 from dagflow.engines.local.graph import check_plan
 from dagflow.engines.sge import commands
 from dagflow.engines.sge.observe import append_events, is_sge_run, read_sge_status, reconcile
@@ -32,15 +32,6 @@ QDEL_AGAIN_S = 3.0
 
 class SgeRunError(DagflowError):
     pass
-
-
-@dataclass(frozen=True, slots=True)
-class Submitted:
-    layout: RunLayout
-    sub: int  # which submission of this run (1 for the first, +1 per resume)
-    nodes: int  # nodes submitted
-    jobs: list[str]  # qsub job numbers (an array counts once)
-    seconds: float  # time spent submitting
 
 
 def prepare_sge(plan: Plan, runs_dir: Path = DEFAULT_RUNS_DIR) -> RunLayout:
@@ -183,17 +174,4 @@ class SgeEngine(EngineBase):
     def submitted(self, run_dir: Path, handle: str) -> Report:
         if self.last is None:
             raise SgeRunError(f"run {Path(run_dir).name}: this engine submitted nothing")
-        run_id, last = self.last.layout.run_id, self.last
-        data = {
-            "run_id": run_id,
-            "engine": self.name,
-            "submission": last.sub,
-            "nodes": last.nodes,
-            "jobs": last.jobs,
-            "seconds": round(last.seconds, 3),
-        }
-        line = (
-            f"submitted run {run_id}: {last.nodes} nodes as {len(last.jobs)} Grid Engine jobs in "
-            f"{data['seconds']} s; follow it with `dagflow status {run_id}`"
-        )
-        return Report(data, [line])
+        return self.last.report(self.name, "Grid Engine")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from dagflow.engines.base import EngineBase, EngineOption, Report
+from dagflow.engines.batch.submitted import Submitted
 from dagflow.engines.local.graph import check_plan
 from dagflow.engines.slurm import commands
 from dagflow.engines.slurm.observe import append_events, is_slurm_run, read_slurm_status, reconcile
@@ -30,15 +30,6 @@ from dagflow.run.status import RunStatus
 
 class SlurmRunError(DagflowError):
     pass
-
-
-@dataclass(frozen=True, slots=True)
-class Submitted:
-    layout: RunLayout
-    sub: int  # which submission of this run (1 for the first, +1 per resume)
-    nodes: int  # nodes submitted
-    jobs: list[str]  # sbatch job ids (an array counts once)
-    seconds: float  # time spent submitting
 
 
 def prepare_slurm(plan: Plan, runs_dir: Path = DEFAULT_RUNS_DIR) -> RunLayout:
@@ -164,17 +155,4 @@ class SlurmEngine(EngineBase):
     def submitted(self, run_dir: Path, handle: str) -> Report:
         if self.last is None:
             raise SlurmRunError(f"run {Path(run_dir).name}: this engine submitted nothing")
-        run_id, last = self.last.layout.run_id, self.last
-        data = {
-            "run_id": run_id,
-            "engine": self.name,
-            "submission": last.sub,
-            "nodes": last.nodes,
-            "jobs": last.jobs,
-            "seconds": round(last.seconds, 3),
-        }
-        line = (
-            f"submitted run {run_id}: {last.nodes} nodes as {len(last.jobs)} Slurm jobs in {data['seconds']} s; "
-            f"follow it with `dagflow status {run_id}`"
-        )
-        return Report(data, [line])
+        return self.last.report(self.name, "Slurm")
