@@ -62,3 +62,18 @@ def test_logs_of_a_cached_node_come_from_the_run_that_ran_it(tmp_path: Path) -> 
     shutil.rmtree(tmp_path / ".dagflow" / "runs" / "first")
     gone = dagflow("logs", "second", "hello")
     assert gone.returncode == 2 and "no run" in gone.stderr and "Traceback" not in gone.stderr
+
+
+def test_submit_local_refuses_a_gpu_this_machine_lacks(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from dagflow.engines.local.devices import present_devices
+
+    if "7" in present_devices():
+        return  # a machine with eight GPUs: GPU 7 is there
+    (tmp_path / "p.yaml").write_text("name: tiny\nsteps:\n  hello: {command: echo hi}\n")
+    done = subprocess.run([sys.executable, "-m", "dagflow", "submit", "p.yaml", "--engine", "local", "--gpus", "7"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 2 and "no GPU 7 on this machine" in done.stderr, done.stderr
+    assert not list(tmp_path.glob(".dagflow/runs/*/plan.json"))  # refused before a run was made

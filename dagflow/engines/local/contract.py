@@ -68,16 +68,24 @@ class LocalEngineContract(EngineBase, LocalEngine):
         while read_status(layout).runner_alive:
             time.sleep(0.5)
 
+    def submit(self, plan: Plan, run_dir: Path) -> str:
+        self._check_devices()  # before the detached runner starts: an error here, not in its log
+        return LocalEngine.submit(self, plan, run_dir)
+
     def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
         options = self.run_options(self._reporter(json_output), handle_signals=True)
         options.runs_dir = Path(run_dir).parent
         if plan is None:
             return resume_local(Path(run_dir).name, options).exit_code
-        if options.gpus is not None:
+        self._check_devices()
+        return run_local(plan, options).exit_code
+
+    def _check_devices(self) -> None:
+        """--gpus naming a device that is not here is bad input, not a slot to wait for."""
+        if self.settings["gpus"] is not None:
             from dagflow.engines.local.devices import check_devices
 
-            check_devices(options.gpus)  # a device that is not here is bad input, not a slot to wait for
-        return run_local(plan, options).exit_code
+            check_devices(self.settings["gpus"])
 
     def submitted(self, run_dir: Path, handle: str) -> Report:
         run_id = Path(run_dir).name
