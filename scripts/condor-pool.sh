@@ -222,12 +222,7 @@ stop_daemons() {
     fi
     rm -f "$STATE/master.pid"
     local left
-    left=$(marked_pids "$MARK")
-    if [[ -n $left ]]; then
-        # shellcheck disable=SC2086
-        kill -KILL $left 2>/dev/null || true
-        sleep 0.2
-    fi
+    left=$(kill_marked "$MARK")  # starters and jobs that outlived the master
     [[ -n $quiet ]] || echo "condor-pool: down (stopped ${stopped} master${left:+, killed leftovers $left})"
 }
 

@@ -285,13 +285,7 @@ stop_daemons() {
     done
     for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && { kill -KILL "$pid" || true; }; done
     local left
-    left=$(marked_pids "$MARK")
-    if [[ -n $left ]]; then
-        # sge_shepherd and jobs that outlived sge_execd, or daemons whose pid file is gone: ours by the marker.
-        # shellcheck disable=SC2086
-        kill -KILL $left 2>/dev/null || true
-        sleep 0.2
-    fi
+    left=$(kill_marked "$MARK")  # sge_shepherd and jobs that outlived sge_execd, or daemons whose pid file is gone
     [[ -n $quiet ]] || echo "sge-cluster: down (stopped ${#pids[@]} daemons${left:+, killed leftovers $left})"
 }
 

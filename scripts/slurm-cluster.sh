@@ -174,13 +174,7 @@ stop_daemons() {
     done
     for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"; done
     local left
-    left=$(marked_pids "$MARK")
-    if [[ -n $left ]]; then
-        # slurmstepd of jobs that outlived slurmd: ours by the marker, so stop them too.
-        # shellcheck disable=SC2086
-        kill -KILL $left 2>/dev/null || true
-        sleep 0.2
-    fi
+    left=$(kill_marked "$MARK")  # slurmstepd of jobs that outlived slurmd
     [[ -n $quiet ]] || echo "slurm-cluster: down (stopped ${#pids[@]} daemons${left:+, killed leftovers $left})"
 }
 

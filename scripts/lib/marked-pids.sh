@@ -11,3 +11,16 @@ marked_pids() {
     done
     return 0
 }
+
+# kill_marked MARK: SIGKILL every process marked MARK that is still running (jobs or daemons that outlived
+# the orderly stop) and print their pids, so the caller can say what it had to kill.
+kill_marked() {
+    local left
+    left=$(marked_pids "$1")
+    if [[ -n $left ]]; then
+        # shellcheck disable=SC2086
+        kill -KILL $left 2>/dev/null || true
+        sleep 0.2
+    fi
+    echo "$left"
+}
