@@ -1,6 +1,6 @@
-"""Where the shipped data folders (submit/, policies/) are: in the wheel, or in a source checkout.
-
-DAGFLOW_SUBMIT and DAGFLOW_POLICIES point at a user's edited copy instead.
+"""Where the shipped data folders (condor-submit-templates/, policies/) are: in the wheel, or in a source
+checkout. An environment variable (DAGFLOW_SUBMIT_TEMPLATES, DAGFLOW_POLICIES) points at a user's edited
+copy instead.
 """
 
 from __future__ import annotations
@@ -19,9 +19,16 @@ def with_import_root(pythonpath: str | None) -> str:
     return os.pathsep.join(filter(None, [IMPORT_ROOT, pythonpath]))
 
 
+# folder -> the environment variables that override it, first match wins (DAGFLOW_SUBMIT: the old name).
+OVERRIDES = {
+    "condor-submit-templates": ("DAGFLOW_SUBMIT_TEMPLATES", "DAGFLOW_SUBMIT"),
+    "policies": ("DAGFLOW_POLICIES",),
+}
+
+
 def data_dir(name: str) -> Path:
-    """The folder `name` ("submit" or "policies"): the override, the wheel's copy, or the checkout's."""
-    override = os.environ.get(f"DAGFLOW_{name.upper()}")
+    """The folder `name` (a key of OVERRIDES): the override, the wheel's copy, or the checkout's."""
+    override = next((os.environ[var] for var in OVERRIDES[name] if os.environ.get(var)), None)
     candidates = [Path(override)] if override else [_PACKAGE / "_data" / name, _PACKAGE.parent / name]
     for candidate in candidates:
         if candidate.is_dir():

@@ -1,4 +1,9 @@
+import pytest
+
 pytest_plugins = ["aws_fixtures", "slurm_fixtures", "condor_pool", "sge_fixtures"]
+
+# A test that uses one of these (directly or through another fixture) needs a real cluster or pool.
+CLUSTER_FIXTURES = frozenset({"slurm_cluster", "sge_cluster", "condor_pool"})
 
 
 def pytest_configure(config):  # type: ignore[no-untyped-def]
@@ -6,3 +11,17 @@ def pytest_configure(config):  # type: ignore[no-untyped-def]
         "markers", "condor_pool: needs the real HTCondor test pool (scripts/condor-pool.sh); deselect with "
         "-m 'not condor_pool' for the fast subset"
     )
+    config.addinivalue_line(
+        "markers", "cluster: needs a real Slurm or Grid Engine cluster or the HTCondor pool (set automatically "
+        "for tests using their fixtures); the fast subset is -m 'not cluster and not slow'"
+    )
+    config.addinivalue_line("markers", "slow: takes tens of seconds without any cluster; left out of the fast subset")
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    for item in items:
+        used = CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if used:
+            item.add_marker(pytest.mark.cluster)
+        if "condor_pool" in used:
+            item.add_marker(pytest.mark.condor_pool)

@@ -11,6 +11,7 @@ import datetime as dt
 from collections.abc import Iterable
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -81,6 +82,7 @@ step = st.tuples(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(size=st.integers(min_value=1, max_value=12), busy=st.sets(st.integers(0, 11)), steps=st.lists(step, max_size=8))
+@pytest.mark.slow
 def test_loops_never_take_a_busy_node_nor_more_than_the_share(
     tmp_path: Path, size: int, busy: set[int], steps: list[tuple[str, int]]
 ) -> None:

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
 from test_local_support import cli_env, dagflow_cli
 
 BAD_PIPELINE = "name: p\nsteps:\n  a: {command: echo, needs: [b]}\n"
@@ -42,6 +43,7 @@ def json_error(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
     return error
 
 
+@pytest.mark.slow
 def test_every_error_with_json_is_one_json_object(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text(BAD_PIPELINE)
     cases: dict[str, list[str]] = {
@@ -83,6 +85,7 @@ def test_errors_without_json_stay_plain_text(tmp_path: Path) -> None:
     assert status.returncode == 2 and status.stderr.startswith("error: no run 'nope'")
 
 
+@pytest.mark.slow
 def test_json_errors_do_not_leak_into_the_next_command_in_one_process(tmp_path: Path) -> None:
     """Commands invoked in-process (as CliRunner does) must not inherit an earlier command's --json."""
     code = (
@@ -101,6 +104,7 @@ def test_json_errors_do_not_leak_into_the_next_command_in_one_process(tmp_path: 
     assert '"error"' in first and "error: no run 'nope'" in second
 
 
+@pytest.mark.slow
 def test_an_unreachable_schedd_with_json_is_one_json_object(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text("name: tiny\nsteps:\n  hello: {command: echo hi}\n")
     env = {**cli_env(), "CONDOR_CONFIG": "/dev/null"}  # no schedd anywhere

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_search_scheduler_support import search_cli, write_pipeline
 
 from dagflow.run.layout import LATEST_FILE
 
 
+@pytest.mark.slow
 def test_search_trials_do_not_become_latest(tmp_path: Path) -> None:
     pipeline = write_pipeline(tmp_path / "p", budget=2, parallel=1)
     runs = tmp_path / ".dagflow" / "runs"
@@ -20,6 +22,7 @@ def test_search_trials_do_not_become_latest(tmp_path: Path) -> None:
     assert (runs / LATEST_FILE).read_text() == "my-own-run\n"
 
 
+@pytest.mark.slow
 def test_a_dry_run_never_becomes_latest(tmp_path: Path) -> None:
     import json
     import subprocess
@@ -41,6 +44,7 @@ def test_a_dry_run_never_becomes_latest(tmp_path: Path) -> None:
     assert json.loads(status.stdout)["run_id"] == "real", status.stdout + status.stderr
 
 
+@pytest.mark.slow
 def test_logs_of_a_cached_node_come_from_the_run_that_ran_it(tmp_path: Path) -> None:
     import subprocess
     import sys

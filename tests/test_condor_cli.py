@@ -42,7 +42,8 @@ steps:
 
 def test_compile_the_example_and_lint_it(tmp_path: Path) -> None:
     out = tmp_path / "condor"
-    result = CliRunner().invoke(app, ["compile", str(EXAMPLE), "-o", str(out), "--run-id", "r1"])
+    result = CliRunner().invoke(app, ["compile", str(EXAMPLE), "-o", str(out), "--run-id", "r1",
+                                      "--data-mode", "shared"])
     assert result.exit_code == 0, result.output
     dag_path = out / "region-retrain.dag"
     assert lint_dag(dag_path) == []
@@ -92,7 +93,7 @@ def test_compile_default_output_dir(tmp_path: Path, monkeypatch) -> None:  # typ
 
 
 def test_dagflow_submit_points_compile_at_edited_templates(tmp_path: Path) -> None:
-    """DAGFLOW_SUBMIT (documented in the README) replaces the shipped submit/ templates."""
+    """DAGFLOW_SUBMIT_TEMPLATES (documented in the README) replaces the shipped condor-submit-templates/."""
     import os
     import shutil
     import subprocess
@@ -107,7 +108,7 @@ def test_dagflow_submit_points_compile_at_edited_templates(tmp_path: Path) -> No
     pipeline = Path(__file__).parent / "data" / "design_sketch.yaml"
     result = subprocess.run(
         [sys.executable, "-m", "dagflow", "compile", str(pipeline), "-o", str(tmp_path / "out"), "--run-id", "r1"],
-        env={**os.environ, "DAGFLOW_SUBMIT": str(edited)}, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "DAGFLOW_SUBMIT_TEMPLATES": str(edited)}, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "accounting_group = site.ml" in (tmp_path / "out" / "train.sub").read_text()

@@ -34,7 +34,7 @@ def compiled(tmp_path: Path):  # type: ignore[no-untyped-def]
         train_env={"NOTE": "$(ENV(HOME)) 'quoted' \"double\" # ✓", "EMPTY": ""},
         workdir=str(tmp_path),
     )
-    dag_path = compile_plan(plan, tmp_path / "condor")
+    dag_path = compile_plan(plan, tmp_path / "condor", data_mode="shared")  # /usr/bin/env argv, no transfer
     return plan, dag_path, parse_dag(dag_path)
 
 

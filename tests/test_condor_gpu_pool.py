@@ -49,7 +49,8 @@ def _pipeline(workdir: Path, name: str, *steps: str) -> None:
 
 def _submit(pool: Pool, workdir: Path) -> str:
     pool.give(workdir)
-    done = pool.dagflow(["submit", "pipeline.yaml", "--json"], cwd=workdir)
+    # shared: the jobs meet through files in the pipeline's directory
+    done = pool.dagflow(["submit", "pipeline.yaml", "--json", "--data-mode", "shared"], cwd=workdir)
     return json.loads(done.stdout)["run_id"]
 
 

@@ -168,6 +168,7 @@ name: tick
 steps:
   stamp:
     command: [python, -c, "import time; open('fired.txt', 'a').write(str(time.time()))"]
+    outputs: [fired.txt]          # declared: the transfer data mode (the default) sends it back
 schedule: {cron: "* * * * *"}
 """
 

@@ -56,6 +56,7 @@ def dagflow(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedP
     return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_dry_run_builds_the_dagman_job_and_submits_nothing(tmp_path: Path, unreachable: dict[str, str]) -> None:
     pipeline = write(tmp_path / "pipeline.yaml", PIPELINE)
     result = dagflow(
@@ -87,6 +88,7 @@ def test_dry_run_builds_the_dagman_job_and_submits_nothing(tmp_path: Path, unrea
     assert "would submit" in text.stderr and "the local schedd" in text.stderr
 
 
+@pytest.mark.slow
 def test_no_reachable_schedd_is_one_line_exit_3_and_keeps_the_files(
     tmp_path: Path, unreachable: dict[str, str]
 ) -> None:
@@ -110,6 +112,7 @@ def test_no_reachable_schedd_is_one_line_exit_3_and_keeps_the_files(
     assert cancel.returncode == 2 and "never submitted" in cancel.stderr
 
 
+@pytest.mark.slow
 def test_a_named_schedd_in_an_unreachable_pool(tmp_path: Path, unreachable: dict[str, str]) -> None:
     pipeline = write(tmp_path / "pipeline.yaml", PIPELINE)
     pool = f"127.0.0.1:{closed_port()}"
@@ -138,6 +141,7 @@ def failed_condor_run(tmp_path: Path, unreachable: dict[str, str]) -> Path:
     return condor
 
 
+@pytest.mark.slow
 def test_resubmit_uses_the_newest_rescue_dag(tmp_path: Path, unreachable: dict[str, str]) -> None:
     condor = failed_condor_run(tmp_path, unreachable)
     shutil.copy(condor / "ratings.dag.rescue001", condor / "ratings.dag.rescue002")
@@ -150,6 +154,7 @@ def test_resubmit_uses_the_newest_rescue_dag(tmp_path: Path, unreachable: dict[s
     assert real.returncode == 3 and "compiled" not in real.stderr and "cannot submit to the local schedd" in real.stderr
 
 
+@pytest.mark.slow
 def test_resubmit_refuses_a_running_or_rescue_less_run(tmp_path: Path, unreachable: dict[str, str]) -> None:
     condor = failed_condor_run(tmp_path, unreachable)
     (condor / "ratings.dag.rescue001").unlink()

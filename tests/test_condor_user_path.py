@@ -32,7 +32,8 @@ def _pipeline(workdir: Path, text: str) -> Path:
 
 def _submit(pool: Pool, workdir: Path, *extra: str) -> str:
     pool.give(workdir)
-    done = pool.dagflow(["submit", "pipeline.yaml", "--json", *extra], cwd=workdir)
+    # shared: these pipelines count their runs in files of the pipeline's directory
+    done = pool.dagflow(["submit", "pipeline.yaml", "--json", "--data-mode", "shared", *extra], cwd=workdir)
     return json.loads(done.stdout)["run_id"]
 
 
@@ -306,7 +307,8 @@ def test_run_engine_condor_runs_on_the_pool_and_resume_stays_there(condor_pool: 
     workdir = condor_pool.workdir("run-engine")
     _pipeline(workdir, FLAKY.format())
     condor_pool.give(workdir)
-    done = condor_pool.dagflow(["run", "--engine", "condor", "pipeline.yaml", "--json"], cwd=workdir, check=False)
+    done = condor_pool.dagflow(["run", "--engine", "condor", "pipeline.yaml", "--json", "--data-mode", "shared"],
+                               cwd=workdir, check=False)
     assert done.returncode == 1, done.stderr
     status = json.loads(done.stdout)
     run_id = status["run_id"]

@@ -57,6 +57,16 @@ def test_validate_warns_about_each_field_local_ignores(tmp_path: Path) -> None:
     assert warned_fields(result.stderr) == ["steps.train.resources.cuda_capability", "steps.train.requirements"]
 
 
+@pytest.mark.parametrize(("engine", "warned"), [("slurm", True), ("sge", True), ("local", False), ("condor", False)])
+def test_memory_growth_cap_is_warned_about_where_the_engine_cannot_grow_memory(
+    tmp_path: Path, engine: str, warned: bool
+) -> None:
+    text = "name: p\nsteps:\n  train:\n    command: echo hi\n    resources: {memory: 1GB, memory_max: 4GB}\n"
+    result = validate(tmp_path, text, "--engine", engine)
+    assert result.exit_code == 0
+    assert ("steps.train.resources.memory_max" in warned_fields(result.stderr)) is warned
+
+
 def test_condor_honours_every_field_and_plain_validate_warns_of_nothing(tmp_path: Path) -> None:
     assert validate(tmp_path, PIPELINE, "--engine", "condor").stderr == ""
     assert validate(tmp_path, PIPELINE).stderr == ""

@@ -27,6 +27,7 @@ def test_source_data_is_small_and_complete() -> None:
     assert sum(path.stat().st_size for path in files) < 200_000
 
 
+@pytest.mark.slow
 def test_pipeline_runs_end_to_end(tmp_path: Path) -> None:
     workdir = tmp_path / "region-retrain"
     shutil.copytree(EXAMPLE, workdir, ignore=shutil.ignore_patterns("data", "models", "reports", ".dagflow"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from test_local_support import make_plan, node, step
 
 from dagflow.engines.local import RunOptions, run_local
@@ -44,6 +45,7 @@ def run(pipeline: Path, run_id: str, runs_dir: Path):
     return run_local(plan, RunOptions(runs_dir=runs_dir, jobs=2, kill_grace_s=0.5))
 
 
+@pytest.mark.slow
 def test_a_transfer_whose_destination_was_deleted_runs_again(tmp_path: Path) -> None:
     pipeline = project(tmp_path / "proj")
     runs = tmp_path / ".dagflow" / "runs"
@@ -58,6 +60,7 @@ def test_a_transfer_whose_destination_was_deleted_runs_again(tmp_path: Path) -> 
     assert (tmp_path / "proj" / "data" / "us" / "data.csv").read_text() == "us,1\n"
 
 
+@pytest.mark.slow
 def test_a_pipeline_copied_to_another_directory_is_not_cached_from_the_original(tmp_path: Path) -> None:
     runs = tmp_path / ".dagflow" / "runs"  # one cache for both directories, as from one working directory
     assert run(project(tmp_path / "one"), "r1", runs).ok

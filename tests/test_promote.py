@@ -190,6 +190,7 @@ def pointer(aws: str, region: str) -> dict:
     return json.loads(client.get_object(Bucket=BUCKET, Key=f"models/{region}/latest")["Body"].read())
 
 
+@pytest.mark.slow
 def test_runs_promote_only_better_models_and_say_so(project: Path, aws: str) -> None:
     first = run(project, {"us": 0.5, "br": 0.5, "de": 0.5}, FAIL_REGION="de")
     assert first.returncode == 1, first.stdout + first.stderr

@@ -166,6 +166,7 @@ def check_round(results: list[subprocess.CompletedProcess[str]], pointer: dict, 
     assert pointer["model"] == best_model, f"the best model must win: {pointer['metrics']}"
 
 
+@pytest.mark.slow
 def test_racing_promotions_to_a_directory_pointer_keep_the_best(tmp_path: Path) -> None:
     pointer = tmp_path / "models" / "latest"
     for round_index, start in enumerate((None, 0.205, None)):
@@ -185,6 +186,7 @@ def test_racing_promotions_to_a_directory_pointer_keep_the_best(tmp_path: Path) 
     assert names == {".latest.lock"}, "no temporary pointer files are left behind"
 
 
+@pytest.mark.slow
 def test_racing_promotions_to_an_s3_pointer_keep_the_best(race_proxy: RaceProxy, aws: str, tmp_path: Path) -> None:
     client = boto3.client("s3", endpoint_url=aws, region_name="us-east-1")
     for round_index, start in enumerate((None, 0.205, None)):

@@ -79,6 +79,7 @@ def refused(command: str, result: subprocess.CompletedProcess[str]) -> None:
 
 # The ids the red-team report names; the rest of HOSTILE is covered by validate_run_id's own test.
 @pytest.mark.parametrize("name", ["newline", "dotdot", "escape", "slash", "empty", "very-long", "dash"])
+@pytest.mark.slow
 def test_every_command_refuses_a_hostile_run_id_and_writes_nothing(tmp_path: Path, name: str) -> None:
     work = tmp_path / "w1" / "w2" / "w3" / "w4"  # deep enough that ../../../ESC stays inside tmp_path
     work.mkdir(parents=True)

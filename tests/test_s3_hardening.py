@@ -59,6 +59,7 @@ def assert_one_clean_line(result: subprocess.CompletedProcess[str], code: int, *
     ids=["password-in-bad-endpoint", "not-a-url", "port-out-of-range", "partial-credentials", "bad-region",
          "missing-profile"],
 )
+@pytest.mark.slow
 def test_bad_s3_settings_give_one_line_and_exit_2(
     tmp_path: Path, settings: dict[str, str], code: int, expected: list[str]
 ) -> None:

@@ -96,6 +96,7 @@ def run_as_cron(line: str) -> subprocess.CompletedProcess[str]:
                           check=False, timeout=120)
 
 
+@pytest.mark.slow
 def test_install_replace_list_remove_and_run_as_cron(user_crontab: str, tmp_path: Path) -> None:
     project = tmp_path / "my project"  # a space: every path in the line must be quoted
     project.mkdir()

@@ -21,6 +21,7 @@ def expected_loss(params: dict) -> float:
     return (params["x"] - 0.3) ** 2 + 0.1 * params["k"] + (0.5 if params["mode"] == "b" else 0.0)
 
 
+@pytest.mark.slow
 def test_a_same_named_search_in_a_fresh_database_runs_its_own_trials(tmp_path: Path) -> None:
     pipeline = write_pipeline(tmp_path / "p", budget=2, parallel=1)
     common = ("run", str(pipeline), "--name", "k1", "--poll", "0.05")

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from test_local_support import cli_env
 from test_search_scheduler_support import search_cli, trial_rows, write_pipeline
 
 BRANIN_LIKE = r'''
@@ -71,6 +74,7 @@ def is_png(path: Path) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("config", ["config.json", "config.pb"])
+@pytest.mark.slow
 def test_spearmint_experiment_runs_the_spearmint_way(tmp_path: Path, config: str) -> None:
     directory = spearmint_dir(tmp_path, config)
     result = search_cli(
@@ -101,6 +105,7 @@ def test_spearmint_experiment_runs_the_spearmint_way(tmp_path: Path, config: str
     assert "best value=" in status.stdout and "4/4 trials (4 succeeded)" in status.stdout
 
 
+@pytest.mark.slow
 def test_status_table_json_and_convergence_png(tmp_path: Path) -> None:
     pipeline = write_pipeline(tmp_path / "p", budget=3, parallel=2, regions=["a", "b"], optimizer="random")
     (pipeline.parent / "fail-once").touch()
@@ -137,6 +142,7 @@ def _assert_clean_error(result, *fragments: str) -> None:  # type: ignore[no-unt
         assert fragment in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_bad_input_gives_a_located_error_and_exit_2(tmp_path: Path) -> None:
     pipeline = write_pipeline(tmp_path / "p")
     text = pipeline.read_text()
@@ -225,3 +231,26 @@ def test_gpus_naming_a_missing_device_is_refused_and_no_trial_is_left_submitting
     rows = trial_rows(tmp_path / ".dagflow" / "search.db")
     assert [row["state"] for row in rows] == ["cancelled"]
     assert str(rows[0]["error"]).startswith("could not be submitted: ")
+
+
+@pytest.mark.slow
+def test_the_old_engine_key_warns_once_in_search_run_as_in_validate(tmp_path: Path) -> None:
+    pipeline = write_pipeline(tmp_path / "p", budget=1, parallel=1, optimizer="random")
+    assert "  engine: random\n" in pipeline.read_text()  # the deprecated name of search.optimizer
+    validated = subprocess.run(
+        [sys.executable, "-m", "dagflow", "validate", str(pipeline)],
+        cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    warnings = [line for line in validated.stderr.splitlines() if "deprecated" in line]
+    assert validated.returncode == 0 and len(warnings) == 1 and "search.engine is deprecated" in warnings[0]
+
+    ran = search_cli("run", str(pipeline), "--poll", "0.05", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert [line for line in ran.stderr.splitlines() if "deprecated" in line] == warnings
+    assert len(trial_rows(tmp_path / ".dagflow" / "search.db")) == 1
+
+    renamed = write_pipeline(tmp_path / "q", name="renamed", budget=1, parallel=1, optimizer="random")
+    renamed.write_text(renamed.read_text().replace("  engine: random", "  optimizer: random"))
+    quiet = search_cli("run", str(renamed), "--poll", "0.05", cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "deprecated" not in quiet.stderr

@@ -110,6 +110,7 @@ def check_outcome(directory: Path, rows: list[dict[str, object]], out: str) -> N
     assert f"best loss={float(best['value']):.6g} at t{best['number']}" in out  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_median_rule_stops_bad_trials_before_their_last_epoch(tmp_path: Path) -> None:
     pipeline = write_training(tmp_path / "p", budget=10, parallel=2, rule="median")
     result = search_cli("run", str(pipeline), "--poll", "0.05", "--seed", "2", cwd=tmp_path, timeout=240)
@@ -129,6 +130,7 @@ def test_median_rule_stops_bad_trials_before_their_last_epoch(tmp_path: Path) ->
     assert [t["step"] for t in trials] == [row["step"] for row in rows]
 
 
+@pytest.mark.slow
 def test_asha_keeps_the_top_third_at_each_rung(tmp_path: Path) -> None:
     pipeline = write_training(tmp_path / "p", budget=8, parallel=2, rule="asha", extra=", max_steps: 8")
     result = search_cli("run", str(pipeline), "--poll", "0.05", "--seed", "2", cwd=tmp_path, timeout=240)
@@ -141,6 +143,7 @@ def test_asha_keeps_the_top_third_at_each_rung(tmp_path: Path) -> None:
     check_outcome(pipeline.parent, rows, result.stdout)
 
 
+@pytest.mark.slow
 def test_kill_9_between_the_stop_decision_and_the_cancel_finishes_the_stop_once(tmp_path: Path) -> None:
     pipeline = write_training(tmp_path / "p", budget=8, parallel=2, rule="median")
     (pipeline.parent / "epoch.txt").write_text("0.5")  # slow epochs: the stop is decided well before the end

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -37,6 +39,7 @@ def scheduler_for(tmp_path: Path, pipeline: Path, lines: list[str], **options: o
     return Scheduler(PipelineTrials(load_spec(pipeline)), store, settings, say=lines.append), store
 
 
+@pytest.mark.slow
 def test_search_runs_to_its_budget_with_parallel_trials(tmp_path: Path) -> None:
     pipeline = write_pipeline(tmp_path / "p", budget=5, parallel=2)
     result = search_cli("run", str(pipeline), "--poll", "0.05", "--seed", "1", cwd=tmp_path)
@@ -62,13 +65,42 @@ def test_search_runs_to_its_budget_with_parallel_trials(tmp_path: Path) -> None:
     assert metrics["omp"] == os.environ.get("OMP_NUM_THREADS")
 
 
+def _overdue_once_it_hangs(pipeline_dir: Path, db: Path, stop: threading.Event, errors: list[BaseException]) -> None:
+    """When the trial that hangs is running, set its deadline back to its creation time, as if its time had
+    run out: the scheduler finds it overdue at its next poll. Every other trial keeps the default deadline
+    (days), so no trial races a wall-clock limit on a loaded machine."""
+    try:
+        while not (hung := list(pipeline_dir.glob("hang-once.*"))):
+            assert not stop.wait(0.05), "the search ended before a trial hung"
+        pid = hung[0].name.rsplit(".", 1)[1]
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        run_id = next(item.split(b"=", 1)[1] for item in environ if item.startswith(b"DAGFLOW_RUN_ID=")).decode()
+        connection = sqlite3.connect(db, timeout=60)
+        try:
+            with connection:
+                changed = connection.execute("UPDATE trials SET deadline = created WHERE run_id = ?", (run_id,))
+            assert changed.rowcount == 1, run_id
+        finally:
+            connection.close()
+    except BaseException as error:  # handed to the test, which runs the scheduler in the main thread
+        errors.append(error)
+
+
 def test_failed_vanished_and_overdue_trials_count_and_the_search_goes_on(tmp_path: Path) -> None:
     pipeline = write_pipeline(tmp_path / "p", budget=6, parallel=3, optimizer="random")
     for trigger in ("fail-once", "vanish-once", "hang-once"):
         (pipeline.parent / trigger).touch()
     lines: list[str] = []
-    scheduler, store = scheduler_for(tmp_path, pipeline, lines, trial_timeout_s=4.0, start_grace_s=2.0)
-    assert scheduler.run() == 0
+    scheduler, store = scheduler_for(tmp_path, pipeline, lines)
+    stop, errors = threading.Event(), []  # type: ignore[var-annotated]
+    expire = threading.Thread(target=_overdue_once_it_hangs, args=(pipeline.parent, store.path, stop, errors))
+    expire.start()
+    try:
+        assert scheduler.run() == 0
+    finally:
+        stop.set()
+        expire.join()
+    assert not errors, errors
     trials = store.trials("quad")
     assert len(trials) == 6  # failures counted against the budget of 6
     assert Counter(trial.state for trial in trials) == Counter(failed=3, succeeded=3), lines
@@ -102,6 +134,7 @@ def test_per_region_searches_run_side_by_side(tmp_path: Path) -> None:
     assert sum("done: best loss=" in line for line in lines) == 2
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_scheduler_then_restart_loses_and_repeats_no_trial(tmp_path: Path) -> None:
     pipeline = write_pipeline(tmp_path / "p", budget=8, parallel=2)
     (pipeline.parent / "sleep.txt").write_text("0.3")
@@ -122,6 +155,7 @@ def test_kill_9_of_the_scheduler_then_restart_loses_and_repeats_no_trial(tmp_pat
     assert sorted(calls(pipeline.parent)) == sorted(run_ids)
 
 
+@pytest.mark.slow
 def test_ctrl_c_cancels_the_running_trials_and_a_rerun_continues(tmp_path: Path) -> None:
     pipeline = write_pipeline(tmp_path / "p", budget=3, parallel=2, optimizer="random")
     (pipeline.parent / "sleep.txt").write_text("60")

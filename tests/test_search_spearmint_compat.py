@@ -39,6 +39,7 @@ def done_line(output: str) -> str:
     return next(line for line in output.splitlines() if " done: " in line)
 
 
+@pytest.mark.slow
 def test_config_pb_with_a_size_one_float_used_as_a_scalar(tmp_path: Path) -> None:
     directory = experiment(tmp_path, "pb-scalar")
     code, output, rows = run_search(tmp_path, directory, "--budget", "4")
@@ -51,6 +52,7 @@ def test_config_pb_with_a_size_one_float_used_as_a_scalar(tmp_path: Path) -> Non
         assert call["twice"] == pytest.approx(2 * call["x"])
 
 
+@pytest.mark.slow
 def test_config_json_single_task_with_underscore_keys(tmp_path: Path) -> None:
     directory = experiment(tmp_path, "json-single")
     loaded = load_experiment(directory)
@@ -61,6 +63,7 @@ def test_config_json_single_task_with_underscore_keys(tmp_path: Path) -> None:
     assert "json-single done: best value=" in done_line(output)
 
 
+@pytest.mark.slow
 def test_a_constrained_search_reports_a_feasible_best(tmp_path: Path) -> None:
     directory = experiment(tmp_path, "constrained")
     loaded = load_experiment(directory)
@@ -82,6 +85,7 @@ def test_a_constrained_search_reports_a_feasible_best(tmp_path: Path) -> None:
     assert all(json.loads(row["outputs"])["sum_at_least_3"] < 0 for row in infeasible_lower)
 
 
+@pytest.mark.slow
 def test_a_noisy_search_reports_the_posterior_best_not_the_luckiest_draw(tmp_path: Path) -> None:
     directory = experiment(tmp_path, "noisy")
     assert load_experiment(directory).likelihood == "GAUSSIAN"
@@ -111,6 +115,7 @@ def test_recommend_takes_the_posterior_mean_under_a_gaussian_likelihood() -> Non
     assert recommend(space, infeasible, "GAUSSIAN") is None
 
 
+@pytest.mark.slow
 def test_main_file_given_per_task(tmp_path: Path) -> None:
     directory = experiment(tmp_path, "per-task-main")
     loaded = load_experiment(directory)
@@ -142,6 +147,7 @@ def test_what_dagflow_cannot_run_is_refused_with_exit_2(tmp_path: Path, name: st
     assert rows == [] and not (directory / "output").exists()
 
 
+@pytest.mark.slow
 def test_identical_failures_stop_the_search(tmp_path: Path) -> None:
     directory = experiment(tmp_path, "python2")
     code, output, rows = run_search(tmp_path, directory, "--budget", "10", "--max-identical-failures", "2")
@@ -152,6 +158,7 @@ def test_identical_failures_stop_the_search(tmp_path: Path) -> None:
     assert "old.py" in rows[0]["error"]  # the job's own traceback, recorded with the trial
 
 
+@pytest.mark.slow
 def test_different_failures_do_not_stop_the_search(tmp_path: Path) -> None:
     directory = experiment(tmp_path, "python2")
     (directory / "old.py").write_text(

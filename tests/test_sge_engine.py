@@ -104,7 +104,7 @@ steps:
 
 def test_the_engine_is_registered_and_declares_what_it_honours() -> None:
     assert engine_class("sge") is SgeEngine
-    assert SgeEngine.honours == {"cpus", "memory", "gpus", "timeout"}
+    assert SgeEngine.honours == {"cpus", "memory", "gpus", "timeout", "runtime.python"}
 
 
 def test_steps_become_arrays_held_on_their_parents_with_placement(tmp_path: Path) -> None:

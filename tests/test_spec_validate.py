@@ -65,7 +65,7 @@ def test_unknown_key_reports_position_allowed_and_hint() -> None:
     assert rendered == [
         "p.yaml:5:5: steps.a.neds: unknown key 'neds' (allowed: kind, description, needs, over, command, "
         "from, to, resources, requirements, classads, env, retries, timeout, priority, inputs, outputs, "
-        "metrics, publish, promote_if); did you mean 'needs'?"
+        "metrics, publish, promote_if, runtime, checkpoint); did you mean 'needs'?"
     ]
 
 

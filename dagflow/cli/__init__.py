@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "agent_cmds",
     "autoscale_cmds",
     "search_cmds",
+    "resources_cmds",
+    "report_cmds",
 )
 
 for _module in COMMAND_MODULES:

@@ -33,14 +33,22 @@ def compile_command(
     max_gpu_jobs: Annotated[
         int, typer.Option(min=1, help="How many GPU nodes DAGMan keeps submitted at once (MAXJOBS gpu N).")
     ] = 16,
+    data_mode: Annotated[
+        str | None,
+        typer.Option("--data-mode", metavar="transfer|shared", show_default=False,
+                     help="transfer: nothing shared, HTCondor moves declared inputs, scripts and outputs; shared: "
+                     "jobs run in the pipeline's directory (default: the pipeline's condor.data_mode, else transfer)."),
+    ] = None,
 ) -> None:
     """Compile a pipeline into HTCondor DAGMan input, ready for condor_submit_dag.
 
     Writes <pipeline>.dag (JOB, VARS, RETRY, PRIORITY, CATEGORY, PARENT lines for every node),
 
-    one <step>.sub per step (filled from submit/<kind>.sub), and logs/ for each node's stdout/stderr.
+    one <step>.sub per step (filled from condor-submit-templates/<kind>.sub), and logs/ for each node's stdout/stderr.
 
-    Jobs run `/usr/bin/env <argv>` in the pipeline's directory, on a shared filesystem.
+    In the transfer data mode (the default) jobs run in their scratch directory with their declared inputs and
+    scripts transferred in and declared outputs back; in the shared mode, `/usr/bin/env <argv>` in the
+    pipeline's directory on a shared filesystem.
 
     GPU steps require HAS_GPU, GPU memory and CUDA capability, and share the throttled `gpu` category.
 
@@ -54,7 +62,10 @@ def compile_command(
     out_dir = output if output is not None else Path(".dagflow") / "runs" / plan.run_id / "condor"
     try:
         from dagflow.engines.condor.dag_writer import DagOptions
-        dag = compile_plan(plan, out_dir, options=DagOptions(max_gpu_jobs=max_gpu_jobs))
+        from dagflow.engines.condor.engine import check_transfer_spec
+
+        check_transfer_spec(plan, data_mode)
+        dag = compile_plan(plan, out_dir, options=DagOptions(max_gpu_jobs=max_gpu_jobs), data_mode=data_mode)
     except DagflowError as error:
         fail(error)
     print(f"wrote {dag} ({len(plan.nodes)} nodes, {len(plan.steps)} submit files)")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import JsonOption, fail
+from dagflow.cli.common import JsonOption, fail, print_spec_warnings
 from dagflow.errors import DagflowError
 from dagflow.run.layout import DEFAULT_RUNS_DIR
 from dagflow.search.store import DEFAULT_DB
@@ -226,7 +226,13 @@ def run_command(
             engine, name, budget, parallel, seed, poll, trial_timeout, start_grace, jobs, runs_dir, gpus,
             max_identical_failures,
         )  # fmt: skip
-        code = _run_search(lambda: PipelineTrials(load_spec(pipeline)), options, db)
+
+        def source() -> PipelineTrials:
+            spec = load_spec(pipeline)
+            print_spec_warnings(spec)  # the same deprecation warnings `dagflow validate` gives, once
+            return PipelineTrials(spec)
+
+        code = _run_search(source, options, db)
     except DagflowError as error:
         fail(error)
     raise typer.Exit(code)

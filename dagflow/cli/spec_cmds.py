@@ -12,7 +12,8 @@ import typer
 from dagflow.cli.app import app
 from dagflow.cli.common import checked_run_id, fail, load_plan_or_exit, note_json, print_spec_warnings
 from dagflow.cli.engine_flags import checked_engine
-from dagflow.errors import DagflowError
+from dagflow.engines.registry import engine_class
+from dagflow.errors import DagflowError, SpecError
 
 
 class UsageError(DagflowError):
@@ -47,6 +48,9 @@ def validate(
     except DagflowError as error:
         fail(error)
     print_spec_warnings(spec, engine)
+    engine_checks = getattr(engine_class(engine), "spec_errors", None) if engine else None
+    if engine_checks is not None and (problems := engine_checks(spec)):  # what only that engine cannot run
+        fail(SpecError(problems))
     print(f"{pipeline}: valid — {len(plan.steps)} steps, {len(plan.nodes)} nodes")
 
 
@@ -75,6 +79,11 @@ def plan(
     run_id: Annotated[
         str | None, typer.Option(help="Run id to render {run.id} with.", callback=checked_run_id)
     ] = None,
+    png: Annotated[
+        Path | None,
+        typer.Option("--png", help="Draw the DAG as a PNG here (grouped by step and matrix value when big).",
+                     dir_okay=False),
+    ] = None,
 ) -> None:
     """Show the expanded DAG: every node with its matrix coordinates, resources and parents."""
     from dagflow.plan import render
@@ -82,6 +91,16 @@ def plan(
     if as_json and as_dot:
         fail(UsageError("choose one of --json and --dot"))
     expanded = load_plan_or_exit(pipeline, run_id)
+    if png is not None:
+        from dagflow.report.png import dag_png
+
+        try:
+            dag_png(expanded, png)
+        except OSError as error:
+            fail(UsageError(f"--png {png}: cannot write it ({error.strerror or error})"))
+        if not (as_json or as_dot):
+            print(png)
+            return
     if as_json:
         print(render.to_json(expanded))
     elif as_dot:
@@ -90,3 +109,6 @@ def plan(
         from rich.console import Console
 
         Console().print(render.table(expanded, limit=limit or None))
+        for name, step in expanded.steps.items():  # where `auto` resources came from (dagflow/resources/auto.py)
+            for field, note in step.resource_notes.items():
+                print(f"{name}.{field}: {note}")

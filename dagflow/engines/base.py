@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 # Step fields that place a node (resources and the rest); each engine honours a subset.
 RESOURCE_FIELDS = (
-    "cpus", "memory", "disk", "gpus", "gpu_memory", "cuda_capability",
+    "cpus", "memory", "memory_max", "disk", "gpus", "gpu_memory", "cuda_capability",
     "requirements", "classads", "priority", "timeout",
 )  # fmt: skip
 

@@ -18,11 +18,22 @@ from typing import Any
 
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.gc_pause import gc_paused
-from dagflow.plan.model import DAGFLOW_LAUNCHER, PROMOTE_SUFFIX, PUBLISH_SUFFIX, Node, Plan, Resources, StepInfo
+from dagflow.plan.model import (
+    DAGFLOW_LAUNCHER,
+    PROMOTE_SUFFIX,
+    PUBLISH_SUFFIX,
+    Node,
+    Plan,
+    Resources,
+    Runtime,
+    StepInfo,
+)
 from dagflow.policies import GpuClass, gpu_classes
-from dagflow.spec.model import PipelineSpec, StepSpec
+from dagflow.resources.auto import AutoResources
+from dagflow.resources.gpu_memory import GPU_MEMORY, GPU_MEMORY_MARK
+from dagflow.spec.load import Spec
+from dagflow.spec.model import AUTO, PipelineSpec, StepSpec
 from dagflow.spec.templates import Template, parse_template
-from dagflow.spec.validate import Spec
 from dagflow.spec.yamlpos import dotted
 
 
@@ -73,7 +84,16 @@ def _expand(spec: Spec, run_id: str | None, overrides: Mapping[str, Any], trial_
         steps=expander.steps,
         nodes=expander.nodes,
         workdir=str(spec.file.parent),
+        engine_defaults=_engine_defaults(spec.model),
     )
+
+
+def _engine_defaults(model: PipelineSpec) -> dict[str, dict[str, Any]]:
+    """The engine settings the pipeline declares (only those it sets: a flag or the engine's default rules
+    the rest)."""
+    if model.condor is None:
+        return {}
+    return {"condor": {key: getattr(model.condor, key) for key in model.condor.model_fields_set}}
 
 
 class _Expander:
@@ -84,7 +104,8 @@ class _Expander:
         self.spec = spec
         self.run_id = run_id
         self.trial_number = trial_number
-        self.base_context = {"run.id": run_id, "pipeline": model.name}
+        self.base_context = {"run.id": run_id, "pipeline": model.name, GPU_MEMORY: GPU_MEMORY_MARK}
+        self.auto = AutoResources(spec)  # `auto` resources, learned from the pipeline's past runs
         self.base_context.update({f"params.{name}": param_text(value) for name, value in model.params.items()})
         self.base_context.update({f"params.{name}": param_text(value) for name, value in overrides.items()})
         self.params = dict(model.params)
@@ -97,7 +118,7 @@ class _Expander:
     def add_step(self, step_name: str) -> None:
         model = self.spec.model
         step = model.steps[step_name]
-        info = _step_info(step_name, step, model)
+        info = self.auto.resolve(step_name, step, _step_info(step_name, step, model))
         self.steps[step_name] = info
         templates = _StepTemplates(step, self.run_id)
         step_params = self.trial_params if self.overridden & templates.variables else self.params
@@ -129,6 +150,7 @@ class _Expander:
                 trial=int(trial) if trial is not None and trial.isdigit() else None,
                 params=step_params,
                 metrics=templates.metrics(context),
+                checkpoint_files=templates.checkpoint_files(context),
             )
             self.nodes[name] = node
             produced.append(node)
@@ -252,10 +274,23 @@ def _step_info(name: str, step: StepSpec, model: PipelineSpec) -> StepInfo:
         classads=dict(step.classads),
         retries=step.retries.count,
         retry_unless_exit=tuple(step.retries.unless_exit),
-        timeout_s=step.timeout,
+        timeout_s=None if step.timeout == AUTO else step.timeout,
         priority=step.priority,
         metrics=step.metrics,
+        checkpoint_exit_code=step.checkpoint.exit_code if step.checkpoint else None,
+        checkpoint_files=tuple(step.checkpoint.files) if step.checkpoint else (),
+        checkpoint_max_restarts=step.checkpoint.max_restarts if step.checkpoint else 0,
+        runtime=_runtime(step, model),
     )
+
+
+def _runtime(step: StepSpec, model: PipelineSpec) -> Runtime:
+    """The step's runtime: each key it sets over the pipeline's."""
+    merged: dict[str, str] = {}
+    for layer in (model.runtime, step.runtime):
+        if layer is not None:
+            merged.update({key: getattr(layer, key) for key in layer.model_fields_set if getattr(layer, key)})
+    return Runtime(**merged)
 
 
 def _stricter(own: float | None, placement: float | None) -> float | None:
@@ -264,19 +299,25 @@ def _stricter(own: float | None, placement: float | None) -> float | None:
     return max(own, placement)
 
 
+_DEFAULTS = Resources()
+
+
 def _resources(step: StepSpec) -> Resources:
     """The step's resources with its GPU placement class folded in: the class's per-GPU limits stay
     numbers in the plan (each engine places GPUs its own way), the stricter of the step's and the class's."""
     res = step.resources
     placement = gpu_classes()[res.gpu_class] if res.gpu_class else GpuClass()
-    memory = _stricter(res.gpu_memory, placement.gpu_memory_mb)
+    # `auto` fields hold the defaults here; AutoResources.resolve puts in what past runs suggest
+    memory = _stricter(None if res.gpu_memory == AUTO else res.gpu_memory, placement.gpu_memory_mb)
     return Resources(
-        cpus=res.cpus,
-        memory_mb=res.memory,
+        cpus=_DEFAULTS.cpus if res.cpus == AUTO else res.cpus,
+        memory_mb=_DEFAULTS.memory_mb if res.memory == AUTO else res.memory,
         disk_mb=res.disk,
         gpus=res.gpus,
         gpu_memory_mb=None if memory is None else int(memory),
         cuda_capability=_stricter(res.cuda_capability, placement.cuda_capability),
+        memory_max_mb=res.memory_max,
+        memory_growth=res.memory_growth,
     )
 
 
@@ -314,11 +355,12 @@ class _StepTemplates:
         self._inputs = [parse_template(path) for path in step.inputs]
         self._outputs = [parse_template(path) for path in step.outputs]
         self._metrics = parse_template(step.metrics) if step.metrics else None
+        self._checkpoint_files = [parse_template(path) for path in (step.checkpoint.files if step.checkpoint else [])]
         constant_env = _constant_dict(self._env)
         self._constant_env = None if constant_env is None else {**constant_env, **self._extra_env}
         self._constant_inputs = _constant_list(self._inputs)
         self._constant_outputs = _constant_list(self._outputs)
-        every = [*self._argv, *self._env.values(), *self._inputs, *self._outputs]
+        every = [*self._argv, *self._env.values(), *self._inputs, *self._outputs, *self._checkpoint_files]
         if self._metrics is not None:
             every.append(self._metrics)
         self.variables = frozenset(name for template in every for name in template.variables)
@@ -328,6 +370,9 @@ class _StepTemplates:
         for index, template in self._argv_varying:
             argv[index] = template.render(context)
         return argv
+
+    def checkpoint_files(self, context: dict[str, str]) -> list[str]:
+        return [template.render(context) for template in self._checkpoint_files]
 
     def metrics(self, context: dict[str, str]) -> str | None:
         return self._metrics.render(context) if self._metrics else None

@@ -12,14 +12,15 @@ Events, with short keys because a big run writes two per node:
     {"e": "finish", "s": run state, "t": wall}
 
 A later runner tells the node's process (`pid`) from an unrelated one that reused its pid by the
-process's environment (procs.py). Journals written before that also hold `st`, the process start time
-in clock ticks; it is still read, and no longer used. An "end" state is succeeded, failed,
-interrupted, or retry (the node will start again). The events of one turn of the runner's loop are
-written together with one write(2) before it waits again (`JournalWriter.commit`), so a runner killed
-with SIGKILL loses at most the events of the turn it was in; nothing of them is lost for good: node
-starts and exits are also in the keeper's `procs.jsonl`, which the next runner reads, and cached or
-upstream-failed nodes are found again. Terminal events are also fdatasync'ed, at most once per 50 ms,
-so a crash of the machine loses at most the last 50-odd milliseconds of them (those nodes rerun).
+process's environment (procs.py). Journals written before that also hold `st`, the process start time in
+clock ticks; it is still read, and no longer used. An "end" state is succeeded, failed, interrupted,
+retry (the node will start again) or checkpointed (it exited with its step's checkpoint exit code: it
+starts again from its checkpoint, and that is no failed attempt). The events of one turn of the runner's
+loop are written together with one write(2) before it waits again (`JournalWriter.commit`), so a runner
+killed with SIGKILL loses at most the events of the turn it was in; nothing of them is lost for good:
+node starts and exits are also in the keeper's `procs.jsonl`, which the next runner reads, and cached or
+upstream-failed nodes are found again. Terminal events are also fdatasync'ed, at most once per 50 ms, so
+a crash of the machine loses at most the last 50-odd milliseconds of them (those nodes rerun).
 A torn last line (the runner died mid-write, or the disk filled up: a short write is cut off again at
 once and the runner stops) is ignored on read and cut off before the next runner appends. A line that is
 valid JSON but not an event of this format (a missing or mistyped field) is skipped and counted
@@ -40,6 +41,7 @@ from typing import Any
 PENDING = "pending"
 RUNNING = "running"
 RETRYING = "retrying"
+CHECKPOINTED = "checkpointed"  # exited with its step's checkpoint exit code: runs again, not a failure
 SUCCEEDED = "succeeded"
 CACHED = "cached"
 FAILED = "failed"
@@ -47,7 +49,7 @@ UPSTREAM_FAILED = "upstream_failed"
 INTERRUPTED = "interrupted"
 
 DONE_STATES = frozenset({SUCCEEDED, CACHED})
-NODE_STATES = (PENDING, RUNNING, RETRYING, SUCCEEDED, CACHED, FAILED, UPSTREAM_FAILED, INTERRUPTED)
+NODE_STATES = (PENDING, RUNNING, RETRYING, CHECKPOINTED, SUCCEEDED, CACHED, FAILED, UPSTREAM_FAILED, INTERRUPTED)
 
 
 @dataclass(slots=True)
@@ -61,6 +63,7 @@ class NodeRecord:
     pid: int | None = None
     start_ticks: int | None = None
     key: str | None = None  # cache key of the succeeded or cached node
+    restarts: int = 0  # checkpoint restarts (end events with state checkpointed)
 
 
 @dataclass(slots=True)
@@ -89,8 +92,9 @@ class JournalState:
             name = _name(event)
             pid = _optional(event, "pid", int)
             record = self.record(name)
+            if record.state != CHECKPOINTED:  # a restart from a checkpoint is the same attempt going on
+                record.attempts += 1
             record.state = RUNNING
-            record.attempts += 1
             record.started = _optional(event, "t", float)
             record.ended = None
             record.pid = pid
@@ -104,6 +108,8 @@ class JournalState:
             ended, key = _optional(event, "t", float), _optional(event, "k", str)
             record = self.record(name)
             record.state = RETRYING if state == "retry" else state
+            if state == CHECKPOINTED:
+                record.restarts += 1
             record.rc, record.why, record.ended, record.key = rc, why, ended, key
         elif kind == "cached":
             name, key, ended = _name(event), _optional(event, "k", str), _optional(event, "t", float)
@@ -117,7 +123,7 @@ class JournalState:
             for name in names:
                 record = self.record(name)
                 if kind == "replan":
-                    self.nodes[name] = NodeRecord(attempts=record.attempts)
+                    self.nodes[name] = NodeRecord(attempts=record.attempts, restarts=record.restarts)
                 else:
                     record.state = UPSTREAM_FAILED
                     record.why = f"upstream {event.get('by')} failed"
@@ -134,7 +140,7 @@ class JournalState:
             raise ValueError(f"unknown event {kind!r}")
 
 
-_END_STATES = frozenset({SUCCEEDED, FAILED, INTERRUPTED, "retry"})
+_END_STATES = frozenset({SUCCEEDED, FAILED, INTERRUPTED, "retry", CHECKPOINTED})
 
 
 def _name(event: dict[str, Any]) -> str:

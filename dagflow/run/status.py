@@ -10,6 +10,7 @@ from typing import Any
 
 from dagflow.plan import Plan
 from dagflow.run.journal import (
+    CHECKPOINTED,
     DONE_STATES,
     FAILED,
     INTERRUPTED,
@@ -24,6 +25,7 @@ from dagflow.run.journal import (
 )
 from dagflow.run.layout import RunLayout
 from dagflow.run.lock import is_locked
+from dagflow.run.usage import NodeUsage, latest_by_node, read_usage, usage_dict
 
 # Run states: running (a runner holds the lock), succeeded | failed | interrupted (the last runner
 # finished so), not-started (prepared only), stopped (the last runner died without finishing: resume it).
@@ -50,6 +52,13 @@ class RunStatus:
     notes: list[str] = field(default_factory=list)  # engine-specific lines for the view (DAGMan job id...)
     extra: dict[str, Any] = field(default_factory=dict)  # engine-specific facts, under "<engine>" in JSON
     resume_hint: str | None = None  # the command that continues this run, when not the local engine's
+    _usage: dict[str, NodeUsage] | None = None  # each node's latest usage record, read on first use
+
+    def usage(self) -> dict[str, NodeUsage]:
+        """Each node's latest measured attempt (usage.jsonl; engines write it before status reads it)."""
+        if self._usage is None:
+            self._usage = latest_by_node(read_usage(self.layout.run_dir))
+        return self._usage
 
     @property
     def run_id(self) -> str:
@@ -68,7 +77,7 @@ class RunStatus:
 
     def state_of(self, record: NodeRecord) -> str:
         """A node the journal shows running under a runner that is gone was cut off: interrupted."""
-        if not self.runner_alive and record.state in (RUNNING, RETRYING):
+        if not self.runner_alive and record.state in (RUNNING, RETRYING, CHECKPOINTED):
             return INTERRUPTED
         return record.state
 
@@ -117,8 +126,10 @@ class RunStatus:
     def to_dict(self) -> dict[str, Any]:
         nodes = []
         states = self.node_states()
+        usage = self.usage()
         for name, node in self.plan.nodes.items():
             record = self.record(name)
+            used = usage.get(name)
             nodes.append(
                 {
                     "node": name,
@@ -126,10 +137,12 @@ class RunStatus:
                     "coords": node.coords,
                     "state": states[name],
                     "attempts": record.attempts,
+                    "restarts": record.restarts,
                     "exit_code": record.rc,
                     "why": record.why,
                     "started": record.started,
                     "ended": record.ended,
+                    "usage": None if used is None else usage_json(used),
                 }
             )
         summary = {
@@ -155,6 +168,13 @@ class RunStatus:
             return None
         end = record.ended if record.ended is not None else time.time()
         return max(0.0, end - record.started)
+
+
+def usage_json(usage: NodeUsage) -> dict[str, Any]:
+    """A node's latest usage record in `status --json` (the usage.jsonl fields but its name and step)."""
+    values = usage_dict(usage)
+    del values["node"], values["step"]
+    return values
 
 
 def read_status(layout: RunLayout) -> RunStatus:

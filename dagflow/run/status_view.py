@@ -13,6 +13,7 @@ from rich.text import Text
 
 from dagflow.run.journal import CACHED, SUCCEEDED
 from dagflow.run.status import RUN_RUNNING, RUN_STOPPED, RunStatus
+from dagflow.run.usage import NodeUsage
 
 _STYLES = {
     "succeeded": "green",
@@ -57,26 +58,32 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
     _print_progress(status, states, console)
 
     show_every = show_all or len(states) <= SMALL_RUN
+    shown = [name for name, state in states.items() if show_every or state not in (SUCCEEDED, CACHED, "pending")]
+    hidden = len(states) - len(shown)
+    usage = status.usage()
+    used_column = console.width >= USED_MIN_WIDTH and any(name in usage for name in shown)
     table = Table(box=None, padding=(0, 2), show_edge=False)
-    for column in ("node", "state", "attempts", "exit", "time", "why"):
-        table.add_column(column, justify="right" if column in ("attempts", "exit", "time") else "left")
-    hidden = 0
-    for name, state in states.items():
-        if not show_every and state in (SUCCEEDED, CACHED, "pending"):
-            hidden += 1
-            continue
+    columns = ("node", "state", "attempts", "exit", "time", *(USED_COLUMNS if used_column else ()), "why")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("node", "state", "why") else "right")
+    for name in shown:
+        state = states[name]
         record = status.record(name)
         duration = status.duration(record)
+        used = used_cells(usage.get(name)) if used_column else ()
         table.add_row(
             name,
             Text(state.replace("_", "-"), style=_STYLES.get(state, "")),
-            str(record.attempts or ""),
+            str(record.attempts or "") + (f" ({record.restarts} restarts)" if record.restarts else ""),
             "" if record.rc is None else str(record.rc),
             "" if duration is None else f"{duration:.1f}s",
+            *used,
             record.why or "",
         )
     if table.row_count:
         console.print(table)
+        if used_column:
+            console.print(Text("(cpus, mem MB: used/requested by the latest attempt)", style="dim"))
     if hidden:
         console.print(Text(f"({hidden} succeeded, cached or pending nodes not shown; --all lists them)", style="dim"))
     for name, tail in list(status.failed_stderr(states).items())[:STDERR_SHOWN]:
@@ -86,6 +93,29 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
     if status.state == RUN_STOPPED or (status.state not in (RUN_RUNNING, "succeeded") and status.journal.runners):
         hint = status.resume_hint or f"dagflow run --resume {status.run_id}"
         console.print(f"resume with: {hint}{runs_dir_hint}")
+
+
+USED_COLUMNS = ("cpus", "mem MB")  # used/requested by the latest attempt (a note under the table says so)
+USED_MIN_WIDTH = 100  # a narrower terminal keeps the table without them (status --json has them all)
+
+
+def used_cells(usage: NodeUsage | None) -> tuple[str, str]:
+    """A node's latest attempt: CPU cores it kept busy (CPU time / wall time) and its peak memory, each
+    against its request (`0.9/2`, `212/1024`); blank where not measured."""
+    if usage is None:
+        return "", ""
+    cpus_asked = _number(usage.requested.get("cpus"))
+    memory_asked = _number(usage.requested.get("memory_mb"))
+    cores = usage.cpu_s / usage.wall_s if usage.cpu_s is not None and usage.wall_s else None
+    cpus = f"{cores:.1f}/{cpus_asked}" if cores is not None else ""
+    memory = f"{usage.peak_memory_mb:.0f}/{memory_asked}" if usage.peak_memory_mb is not None else ""
+    return cpus, memory
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return f"{value:g}"
 
 
 def _print_progress(status: RunStatus, states: dict[str, str], console: Console) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dagflow.errors import DagflowError
 from dagflow.schedule.cron import normalize
-from dagflow.spec.validate import Spec
+from dagflow.spec.load import Spec
 from dagflow.text import CONTROL_CHARACTERS
 
 SCHEDULE_DIR = Path(".dagflow") / "schedule"

@@ -34,7 +34,7 @@ from dagflow.search.spearmint import SpearmintExperiment
 from dagflow.search.spearmint_job import default_result_path, refusal
 from dagflow.spec import Spec
 from dagflow.spec.model import EarlyStoppingSpec
-from dagflow.spec.search_checks import early_stopping_problems, metrics_clash
+from dagflow.spec.search_checks import early_stopping_problems, metrics_clash, optimizer_key
 
 
 class TrialError(Exception):
@@ -139,15 +139,17 @@ class PipelineTrials:
             self.space = SearchSpace(self.search.variables)
         except ValueError as error:
             raise self._error(("search", "variables"), str(error)) from None
-        if self.search.engine not in OPTIMIZERS:
+        if self.search.optimizer not in OPTIMIZERS:
             raise self._error(
-                ("search", "engine"), f"unknown optimiser {self.search.engine!r}", allowed=", ".join(OPTIMIZERS)
+                ("search", optimizer_key(self.spec)),
+                f"unknown optimiser {self.search.optimizer!r}",
+                allowed=", ".join(OPTIMIZERS),
             )
         self.metric = self.search.objective.metric
         self.goal = self.search.objective.goal
         self.budget = self.search.budget
         self.parallel = self.search.parallel
-        self.optimizer = self.search.engine
+        self.optimizer = self.search.optimizer
         self.per = self.search.per
         self.regions = list(model.matrix[self.per]) if self.per else [""]
         self.early_stopping = self.search.early_stopping

@@ -10,11 +10,31 @@ from collections.abc import Iterator
 
 from dagflow.errors import Diagnostic
 from dagflow.policies import gpu_classes
-from dagflow.spec.model import StepSpec
-from dagflow.spec.validate import Spec
+from dagflow.spec.load import Spec
+from dagflow.spec.model import RuntimeSpec, StepSpec
 from dagflow.spec.yamlpos import Path_, dotted
 
-_RESOURCE_KEYS = ("cpus", "memory", "disk", "gpus", "gpu_memory", "cuda_capability")
+_RESOURCE_KEYS = ("cpus", "memory", "memory_max", "disk", "gpus", "gpu_memory", "cuda_capability")
+# `runtime:` keys, as honours names them: what runs the node on the execute node, not where it is placed.
+RUNTIME_FIELDS = ("runtime.python", "runtime.container_image")
+
+
+def _runtime_set(base: Path_, runtime: RuntimeSpec | None) -> Iterator[tuple[str, Path_]]:
+    if runtime is None:
+        return
+    for key in ("python", "container_image"):
+        if getattr(runtime, key):
+            yield f"runtime.{key}", (*base, "runtime", key)
+
+
+def _pipeline_runtime(spec: Spec, honours: frozenset[str], engine: str) -> list[Diagnostic]:
+    warnings = []
+    for field, path in _runtime_set((), spec.model.runtime):
+        if field not in honours:
+            line, column = spec.positions.of(path, key=True)
+            warnings.append(Diagnostic(spec.filename or str(spec.file), line, column, dotted(path),
+                                       f"the {engine} engine ignores {field}: its nodes run without it"))
+    return warnings
 
 
 def ignored_fields(spec: Spec, honours: frozenset[str], engine: str) -> list[Diagnostic]:
@@ -26,10 +46,12 @@ def ignored_fields(spec: Spec, honours: frozenset[str], engine: str) -> list[Dia
                 continue
             line, column = spec.positions.of(path, key=True)
             via = f" (through gpu_class {step.resources.gpu_class!r})" if path[-1] == "gpu_class" else ""
+            effect = "its nodes run without it" if field in RUNTIME_FIELDS else "its nodes are placed without it"
             warnings.append(Diagnostic(
                 spec.filename or str(spec.file), line, column, dotted(path),
-                f"the {engine} engine ignores {field}{via}: its nodes are placed without it",
+                f"the {engine} engine ignores {field}{via}: {effect}",
             ))
+    warnings += _pipeline_runtime(spec, honours, engine)
     return sorted(warnings, key=lambda warning: (warning.line, warning.column))
 
 
@@ -57,3 +79,4 @@ def _fields_set(name: str, step: StepSpec) -> Iterator[tuple[str, Path_]]:
         yield "priority", (*base, "priority")
     if step.timeout is not None:
         yield "timeout", (*base, "timeout")
+    yield from _runtime_set(base, step.runtime)

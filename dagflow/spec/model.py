@@ -45,16 +45,49 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
 
+AUTO = "auto"  # a resource learned from the pipeline's past runs at plan time (dagflow/resources/)
+
+
+def _auto_or(parse: Any) -> Any:
+    return lambda value: AUTO if value == AUTO else parse(value)
+
+
+def _auto_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [*schema["anyOf"], {"const": AUTO, "description": "learned from past runs"}]}
+
+
+AutoSizeMB = Annotated[
+    int | Literal["auto"], BeforeValidator(_auto_or(parse_size_mb)), WithJsonSchema(_auto_schema(_size_schema))
+]
+AutoDurationS = Annotated[
+    int | Literal["auto"],
+    BeforeValidator(_auto_or(parse_duration_s)),
+    WithJsonSchema(_auto_schema(_duration_schema)),
+]
+
+
 class ResourcesSpec(Strict):
-    cpus: int = Field(1, ge=1, description="CPU cores")
-    memory: SizeMB = Field(1024, description=f"memory: {SIZE_HELP}")
+    cpus: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(1, description="CPU cores, or auto")
+    memory: AutoSizeMB = Field(1024, description=f"memory: {SIZE_HELP}, or auto (learned from past runs)")
     disk: SizeMB = Field(1024, description=f"scratch disk: {SIZE_HELP}")
     gpus: int = Field(0, ge=0, description="number of GPUs")
-    gpu_memory: SizeMB | None = Field(None, description="minimum memory per GPU")
+    gpu_memory: AutoSizeMB | None = Field(None, description="minimum memory per GPU, or auto")
+    memory_max: SizeMB | None = Field(
+        None,
+        description="a node killed or held for exceeding its memory runs again with memory x memory_growth, "
+        "up to this cap (such retries do not count against retries)",
+    )
+    memory_growth: float = Field(2.0, gt=1, le=16, description="the factor memory grows by on each such retry")
     cuda_capability: float | None = Field(None, gt=0, description="minimum CUDA compute capability, e.g. 8.0")
     gpu_class: str | None = Field(
         None, description="a GPU placement class from policies/gpu-classes.yaml, e.g. ampere-or-newer"
     )
+
+    @model_validator(mode="after")
+    def _memory_cap(self) -> ResourcesSpec:
+        if self.memory_max is not None and self.memory != AUTO and self.memory_max < self.memory:
+            raise ValueError(f"memory_max ({self.memory_max} MB) is below memory ({self.memory} MB)")
+        return self
 
 
 class RetrySpec(Strict):
@@ -75,6 +108,60 @@ class PromoteSpec(Strict):
         None, description="the step whose published model is promoted [default: the needed step with publish]"
     )
     min_delta: float = Field(0.0, ge=0, description="how much better the new metric must be")
+
+
+CHECKPOINT_EXIT_CODE = 85  # HTCondor's manual suggests 85 (ERESTART on Linux)
+CHECKPOINT_MAX_RESTARTS = 1000
+
+
+class CheckpointSpec(Strict):
+    files: list[str] = Field(
+        min_length=1,
+        description="files or directories, relative to the job's directory, that hold the step's checkpoint: "
+        "kept between restarts (HTCondor transfer mode: sent back to the access point at each checkpoint "
+        "and to the next machine after an eviction)",
+    )
+    exit_code: int = Field(
+        CHECKPOINT_EXIT_CODE,
+        ge=1,
+        le=255,
+        description="the exit code that means 'checkpoint written, run me again' (not a failure: retries are "
+        "untouched); must not be listed in retries.unless_exit",
+    )
+    max_restarts: int = Field(
+        CHECKPOINT_MAX_RESTARTS,
+        ge=1,
+        le=1_000_000,
+        description="after this many checkpoint restarts of one node, the next checkpoint exit counts as a "
+        "failure, so a script that always exits with exit_code cannot loop for ever (HTCondor: a periodic_remove "
+        "on CheckpointNumber, checked every PERIODIC_EXPR_INTERVAL)",
+    )
+
+
+DATA_MODES = ("transfer", "shared")  # the HTCondor engine's data modes; the first is the default
+
+
+class RuntimeSpec(Strict):
+    python: str | None = Field(
+        None,
+        description="the interpreter on the execute node, an absolute path such as /opt/venv/bin/python: "
+        "a command's `python`/`python3` runs it, and its directory comes first on PATH (so `dagflow` from "
+        "the same environment is found) [default: the submitter's interpreter, at the same path]",
+    )
+    container_image: str | None = Field(
+        None,
+        description="run the step in this container image: docker://repo/image:tag, or an Apptainer .sif "
+        "path (HTCondor: container universe with container_image)",
+    )
+
+
+class CondorSpec(Strict):
+    data_mode: Literal["transfer", "shared"] | None = Field(
+        None,
+        description="transfer: nothing is shared, each node gets its declared inputs and scripts through "
+        "HTCondor file transfer and sends its declared outputs back; shared: jobs run in the pipeline's "
+        "directory on a shared filesystem [default: transfer; `--data-mode` overrides]",
+    )
 
 
 def _retry_from_int(value: Any) -> Any:
@@ -112,7 +199,9 @@ class StepSpec(Strict):
         default_factory=RetrySpec,  # type: ignore[arg-type]
         description="a retry count, or {count, unless_exit: [codes]}",
     )
-    timeout: DurationS | None = Field(None, description=f"kill the node after this long: {DURATION_HELP}")
+    timeout: AutoDurationS | None = Field(
+        None, description=f"kill the node after this long: {DURATION_HELP}, or auto (learned from past runs)"
+    )
     priority: int = Field(0, description="higher runs first among ready nodes")
     inputs: list[str] = Field(default_factory=list, description="files or directories the step reads (for caching)")
     outputs: list[str] = Field(default_factory=list, description="files or directories the step writes")
@@ -124,6 +213,14 @@ class StepSpec(Strict):
     )
     promote_if: PromoteSpec | None = Field(
         None, description="evaluate steps: move the `than` pointer to the published model only when it is better"
+    )
+    runtime: RuntimeSpec | None = Field(
+        None, description="what runs the step on the execute node (overrides the pipeline's runtime per key)"
+    )
+    checkpoint: CheckpointSpec | None = Field(
+        None,
+        description="a self-checkpointing step: {files: [...], exit_code: 85}. A node exiting with exit_code is "
+        "run again at once with its checkpoint files kept, and that does not count as a failed attempt",
     )
 
     @model_validator(mode="after")
@@ -205,11 +302,6 @@ class SearchSpec(Strict):
         data["optimizer"] = data.pop(OLD_OPTIMIZER_KEY)
         return data
 
-    @property
-    def engine(self) -> str:
-        """The optimiser, by its deprecated old name (kept for readers not yet renamed)."""
-        return self.optimizer
-
 
 class ScheduleSpec(Strict):
     cron: str = Field(description="five-field cron expression, e.g. '0 3 * * *'")
@@ -228,3 +320,7 @@ class PipelineSpec(Strict):
     steps: dict[Annotated[str, StringConstraints(pattern=STEP_NAME)], StepSpec] = Field(min_length=1)
     search: SearchSpec | None = None
     schedule: ScheduleSpec | None = None
+    runtime: RuntimeSpec | None = Field(
+        None, description="what runs every step on the execute node: {python: PATH} or {container_image: IMAGE}"
+    )
+    condor: CondorSpec | None = Field(None, description="HTCondor engine settings: {data_mode: transfer|shared}")

@@ -13,7 +13,7 @@ from dagflow.spec.model import OLD_OPTIMIZER_KEY
 
 if TYPE_CHECKING:
     from dagflow.plan import Plan
-    from dagflow.spec.validate import Spec
+    from dagflow.spec.load import Spec
 
 
 def optimizer_key(spec: Spec) -> str:

@@ -1,4 +1,4 @@
-"""load_spec(): read a pipeline file, check everything, and report every problem at once.
+"""check_document(): every check of a pipeline document, reporting every problem at once.
 
 Schema checks come from the pydantic model; the checks that need the whole document (references
 between steps, cycles, templates, ClassAd syntax) run here on the raw data, guarded so that one
@@ -8,6 +8,7 @@ malformed part never hides the problems in another.
 from __future__ import annotations
 
 import difflib
+import posixpath
 import re
 import shlex
 from collections.abc import Iterable, Iterator
@@ -19,14 +20,17 @@ from typing import Any
 import classad2
 from pydantic import ValidationError
 
-from dagflow.errors import Diagnostic, SpecError
+from dagflow.errors import Diagnostic
 from dagflow.plan.attributes import reserved_attributes
 from dagflow.policies import gpu_classes
+from dagflow.resources.gpu_memory import GPU_MEMORY
 from dagflow.schedule.cron import FORM as CRON_FORM
 from dagflow.schedule.cron import CronError
 from dagflow.schedule.cron import normalize as normalize_cron
 from dagflow.spec.model import (
+    CHECKPOINT_EXIT_CODE,
     OLD_OPTIMIZER_KEY,
+    CheckpointSpec,
     PipelineSpec,
     PromoteSpec,
     ResourcesSpec,
@@ -36,10 +40,11 @@ from dagflow.spec.model import (
     StepSpec,
     VariableSpec,
 )
-from dagflow.spec.search_checks import search_diagnostics
+from dagflow.spec.runtime_checks import runtime_errors
+from dagflow.spec.sharing import absolute_paths, undeclared_sharing
 from dagflow.spec.templates import TemplateError, parse_template
 from dagflow.spec.units import DURATION_HELP, SIZE_HELP
-from dagflow.spec.yamlpos import Path_, Positions, dotted, load_yaml
+from dagflow.spec.yamlpos import Path_, Positions, dotted
 from dagflow.text import CONTROL_CHARACTERS
 from dagflow.transfer.s3url import S3LocationError, parse_s3_url
 
@@ -63,6 +68,7 @@ _MODELS_BY_PATTERN: dict[tuple[str, ...], type] = {
     ("steps", "*", "resources"): ResourcesSpec,
     ("steps", "*", "retries"): RetrySpec,
     ("steps", "*", "promote_if"): PromoteSpec,
+    ("steps", "*", "checkpoint"): CheckpointSpec,
     ("search",): SearchSpec,
     ("search", "variables", "*"): VariableSpec,
     ("schedule",): ScheduleSpec,
@@ -76,49 +82,30 @@ _PATTERN_HELP = {
 }
 
 
-@dataclass(frozen=True)
-class Spec:
-    model: PipelineSpec
-    file: Path
-    positions: Positions
-    warnings: tuple[Diagnostic, ...] = ()  # what is allowed but should change (a deprecated key)
-    filename: str = ""  # the file as the user named it, as diagnostics show it
+@dataclass(slots=True)
+class Checked:
+    """What checking one parsed document found: the model (None when the schema failed) and every problem."""
+
+    model: PipelineSpec | None
+    diagnostics: list[Diagnostic]
+    warnings: list[Diagnostic]
 
 
-def load_spec(path: str | Path) -> Spec:
-    path = Path(path)
-    name = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError([Diagnostic(name, 0, 0, "", "no such file")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError([Diagnostic(name, 0, 0, "", f"cannot read the file: {exc}")]) from None
-    return parse_spec(text, name, base=path.resolve().parent)
-
-
-def parse_spec(text: str, filename: str, base: Path | None = None) -> Spec:
-    data, positions = load_yaml(text, filename)
+def check_document(data: Any, positions: Positions, filename: str, base: Path | None) -> Checked:
+    """Every check of a parsed pipeline document; `base` is the pipeline's directory (for relative paths)."""
     if not isinstance(data, dict):
-        raise SpecError([Diagnostic(filename, 1, 1, "", "a pipeline file must be a mapping (name:, steps:, ...)")])
+        problem = Diagnostic(filename, 1, 1, "", "a pipeline file must be a mapping (name:, steps:, ...)")
+        return Checked(None, [problem], [])
     checker = _Checker(filename, positions)
+    checker.base = base
     model = checker.schema(data)
     checker.semantics(data)
-    if checker.diagnostics or model is None:
-        raise SpecError(checker.diagnostics)
-    file = (base or Path.cwd()) / Path(filename).name
-    return Spec(model=model, file=file, positions=positions, warnings=tuple(checker.warnings), filename=filename)
-
-
-def check_search(spec: Spec, filename: str | None = None) -> None:
-    """The checks `dagflow search run` makes of a search: block (SpecError with every problem found).
-
-    Not part of parse_spec: a plain run does not run trials, so a search block that could not run in
-    parallel does not stop it; `dagflow validate` and `dagflow search run` make these checks.
-    """
-    problems = search_diagnostics(spec, filename or str(spec.file))
-    if problems:
-        raise SpecError(problems)
+    if model is not None:
+        checker.diagnostics += runtime_errors(model, positions, filename)
+        if model.condor is not None and model.condor.data_mode == "transfer":  # declared: an error everywhere
+            checker.diagnostics += absolute_paths(model.steps, positions.of, filename)
+        checker.warnings += undeclared_sharing(model.steps, positions.of, filename)
+    return Checked(model, checker.diagnostics, checker.warnings)
 
 
 def closest(name: str, candidates: Iterable[str]) -> str | None:
@@ -157,6 +144,7 @@ class _Checker:
         self.positions = positions
         self.diagnostics: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
+        self.base: Path | None = None  # the pipeline's directory, where checkpoint paths must stay
 
     def add(self, path: Path_, message: str, *, allowed: str | None = None, hint: str | None = None,
             key: bool = False) -> None:
@@ -236,6 +224,7 @@ class _Checker:
                 self._step(str(name), step, steps, matrix, param_names)
                 self._publish(str(name), step)
                 self._promote(str(name), step, steps, matrix)
+                self._checkpoint(str(name), step, params)
         self._cycles(steps)
         self._cron(data.get("schedule"))
 
@@ -319,6 +308,50 @@ class _Checker:
             self.add(base, f"this step gathers over {', '.join(spread)} but step {model!r} publishes one model "
                      "per value: there would be several models to promote", key=True)
 
+    def _checkpoint(self, name: str, step: dict[str, Any], params: dict[str, Any]) -> None:
+        checkpoint = step.get("checkpoint")
+        if not isinstance(checkpoint, dict):
+            return
+        base: Path_ = ("steps", name, "checkpoint")
+        if step.get("kind") == "transfer":
+            self.add(base, "a transfer step cannot checkpoint: it runs dagflow's own copy, which resumes by itself",
+                     hint="put checkpoint: on the train step", key=True)
+        for index, item in enumerate(_as_list(checkpoint.get("files"))):
+            if isinstance(item, str):
+                self._checkpoint_file((*base, "files", index), item, params)
+        code = checkpoint.get("exit_code", CHECKPOINT_EXIT_CODE)
+        retries = step.get("retries")
+        unless = _as_list(retries.get("unless_exit")) if isinstance(retries, dict) else []
+        if isinstance(code, int) and code in unless:
+            self.add((*base, "exit_code") if "exit_code" in checkpoint else base,
+                     f"checkpoint exit code {code} is also in retries.unless_exit: the same exit cannot mean both "
+                     "'run me again' and 'permanent failure'",
+                     hint="pick another checkpoint exit_code, or drop it from unless_exit",
+                     key="exit_code" not in checkpoint)
+
+    def _checkpoint_file(self, path: Path_, text: str, params: dict[str, Any]) -> None:
+        """A checkpoint file stays inside the job's directory: HTCondor sends it back and forth relative to it."""
+        rendered = text.replace("{{", "{").replace("}}", "}")
+        for param, value in params.items():  # a param's default reaches the path as written
+            rendered = rendered.replace(f"{{params.{param}}}", str(value))
+        rendered = re.sub(r"\{[^{}]*\}", "x", rendered)  # matrix values cannot hold '/' or be '..'
+        if not rendered.strip():
+            self.add(path, "a checkpoint file name is empty")
+            return
+        if re.search(r"[\s,\"']", rendered):
+            self.add(path, f"{text!r}: checkpoint file names cannot hold spaces, commas or quotes",
+                     hint="HTCondor's transfer_checkpoint_files list cannot carry them")
+        normal = posixpath.normpath(rendered)
+        if rendered.startswith(("/", "~")):
+            self.add(path, f"{text!r} is an absolute path; a checkpoint file is relative to the job's directory",
+                     hint="e.g. checkpoints/state.pt")
+        elif normal == "." or normal == ".." or normal.startswith("../"):
+            self.add(path, f"{text!r} escapes the job's directory; a checkpoint file must lie inside it",
+                     hint="e.g. checkpoints/state.pt")
+        elif self.base is not None and not _inside(self.base, normal):
+            self.add(path, f"{text!r} resolves outside the job's directory (through a symbolic link)",
+                     hint="name the file inside the pipeline's directory")
+
     def _search_defaults(self, search_vars: dict[str, Any], param_names: set[str]) -> None:
         for name in search_vars:
             if str(name) not in param_names:
@@ -355,8 +388,9 @@ class _Checker:
         axes = [axis for axis in matrix if axis not in over]
         variables = {*axes, *BUILTIN_VARIABLES, *(f"params.{p}" for p in param_names)}
         gathered = {axis for axis in over if axis in matrix}
+        with_gpu = {*variables, GPU_MEMORY} if _requests_gpus(step) else variables
         for path, text in _template_fields(base, step):
-            self._template(path, text, variables, gathered)
+            self._template(path, text, with_gpu if path[2] in _GPU_MEMORY_FIELDS else variables, gathered)
             if path != (*base, "command"):  # a command string's newlines only separate arguments
                 self._no_control_chars(path, text)
         self._command(base, step.get("command"))
@@ -374,7 +408,10 @@ class _Checker:
         for variable in template.variables:
             if variable in variables:
                 continue
-            if variable in gathered:
+            if variable == GPU_MEMORY:
+                self.add(path, f"{{{GPU_MEMORY}}} is the memory of the GPU the node gets: it is only known in "
+                         "the command and env of a step that requests GPUs", hint="add gpus: 1 (or more)")
+            elif variable in gathered:
                 self.add(path, f"{{{variable}}} has no single value in a step that gathers over {variable!r}",
                          allowed=", ".join(f"{{{v}}}" for v in sorted(variables)))
             else:
@@ -477,8 +514,23 @@ def _variables(text: str) -> tuple[str, ...]:
         return ()
 
 
+def _inside(base: Path, relative: str) -> bool:
+    """Whether base/relative, symbolic links resolved, is still under base."""
+    root = base.resolve()
+    return (root / relative).resolve().is_relative_to(root)
+
+
 def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+_GPU_MEMORY_FIELDS = ("command", "env")  # where {gpu.memory_mb} may go: what the node's program sees
+
+
+def _requests_gpus(step: dict[str, Any]) -> bool:
+    resources = step.get("resources")
+    gpus = resources.get("gpus") if isinstance(resources, dict) else None
+    return isinstance(gpus, int) and not isinstance(gpus, bool) and gpus > 0
 
 
 def _template_fields(base: Path_, step: dict[str, Any]) -> Iterator[tuple[Path_, str]]:
@@ -499,6 +551,11 @@ def _template_fields(base: Path_, step: dict[str, Any]) -> Iterator[tuple[Path_,
         for index, item in enumerate(_as_list(step.get(field))):
             if isinstance(item, str):
                 yield (*base, field, index), item
+    checkpoint = step.get("checkpoint")
+    if isinstance(checkpoint, dict):
+        for index, item in enumerate(_as_list(checkpoint.get("files"))):
+            if isinstance(item, str):
+                yield (*base, "checkpoint", "files", index), item
     env = step.get("env")
     if isinstance(env, dict):
         for key, value in env.items():

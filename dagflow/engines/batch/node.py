@@ -2,13 +2,15 @@
 
     python -m dagflow.engines.batch.node --journal RUN/journal.jsonl --logs RUN/logs --node NAME \
         --workdir DIR [--retries N] [--unless-exit 2,3] [--timeout S] [--grace S] [--job REF] \
-        [--env KEY=VALUE ...] [--parent NODE ...] -- ARGV...
+        [--checkpoint-exit CODE --max-restarts N] [--env KEY=VALUE ...] [--parent NODE ...] -- ARGV...
 
 It journals every attempt's `start` and `end` (one O_APPEND write each, the format of run/journal.py, so
 status reads one journal whichever engine ran the plan), sends the node's output to `<logs>/<node>.out`
 and `.err`, and retries: a failed attempt is retried unless its exit code is one of `--unless-exit` (a
 timed-out or killed attempt is always retried), up to `--retries` times, as the local engine decides.
 Each attempt gets `--timeout` seconds, then SIGTERM to its process tree and, after `--grace`, SIGKILL.
+An exit with `--checkpoint-exit` (the step's `checkpoint:`) is journaled `checkpointed` and the node runs
+again at once, its checkpoint files left in place: no failed attempt, up to `--max-restarts` times.
 
 With `--parent`, the node first checks its parents' journal records and runs only if every one succeeded:
 Grid Engine's `-hold_jid` waits for a job to end, not to succeed, so this is where a failure stops the
@@ -19,6 +21,9 @@ The exit status is the node's (0, its exit code, 128+signal, 127 when it cannot 
 and 100 become 1: Grid Engine requeues a job that exits 99 and puts one that exits 100 in its error state.
 A wrapper stopped by a signal (a cancelled job) stops the node and exits without an `end` event; the
 engine's status reader journals what became of it.
+
+Each attempt that started is measured (wait4's rusage) and appended to the run's usage.jsonl, with the
+node's `--step` and `--request`s and what the scheduler allocated (batch/usage.py).
 """
 
 from __future__ import annotations
@@ -27,17 +32,22 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 
+from dagflow.engines.batch.gpu_memory import GpuMemoryUnknownError, fill_batch_gpu_memory
+from dagflow.engines.batch.usage import Stopwatch, oom_kills, reason_of, record_attempt, wait_measured
+
 RESERVED_EXITS = frozenset({99, 100})  # Grid Engine: 99 requeues the job, 100 puts it in error state
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+OWN_STOP_WAIT_S = 2.0  # how long a node killed by a stop signal waits for the wrapper's own (see run_attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +64,10 @@ class NodeJob:
     job: str = ""
     env: dict[str, str] = field(default_factory=dict)
     parents: tuple[str, ...] = ()
+    checkpoint_exit: int | None = None
+    max_restarts: int = 0
+    step: str = ""  # for the usage record
+    requested: dict[str, float] = field(default_factory=dict)  # the plan's request, for the usage record
 
     @property
     def stdout(self) -> Path:
@@ -141,24 +155,26 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def stop_tree(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+def stop_tree(proc: subprocess.Popen[bytes], grace_s: float) -> resource.struct_rusage | None:
     """SIGTERM the node's processes, SIGKILL what is left after grace_s. The node shares the wrapper's
     process group (Grid Engine's qdel kills the job's group, so a node in a group of its own would
-    outlive its cancelled job), hence the walk over /proc instead of killpg."""
+    outlive its cancelled job), hence the walk over /proc instead of killpg. Returns the node process's
+    rusage once reaped."""
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
         for pid in _descendants(proc.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-        try:
-            proc.wait(wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        usage = wait_measured(proc, wait_s)
+        if usage is not None:
+            return usage
+    return None
 
 
-def run_attempt(job: NodeJob, env: dict[str, str]) -> tuple[int, str | None]:
-    """(exit code, why it failed or None) of one attempt."""
+def run_attempt(job: NodeJob, env: dict[str, str], attempt: int = 1) -> tuple[int, str | None]:
+    """(exit code, why it failed or None) of one attempt; what it used goes to usage.jsonl."""
+    oom_before = oom_kills()
     with open(job.stdout, "ab") as out, open(job.stderr, "ab") as err:
+        watch = Stopwatch()
         try:
             proc = subprocess.Popen(
                 job.argv, cwd=job.workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
@@ -167,15 +183,29 @@ def run_attempt(job: NodeJob, env: dict[str, str]) -> tuple[int, str | None]:
             why = f"cannot start {job.argv[0]!r}: {error.strerror or error}"
             err.write(f"dagflow: {why}\n".encode())
             return 127, why
-    try:
-        rc = proc.wait(job.timeout_s or None)
-    except subprocess.TimeoutExpired:
-        stop_tree(proc, job.grace_s)
+
+    def measured(usage: resource.struct_rusage | None, timed_out: bool = False, stopped: bool = False) -> int:
         rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
-        return rc, f"timed out after {job.timeout_s:g}s"
+        reason = reason_of(rc, timed_out, stopped, oom_before)
+        taken = None if usage is None else watch.reaped(usage)
+        record_attempt(job.journal.parent, job.node, job.step, attempt, job.requested, taken, rc, reason, job.job)
+        return rc
+
+    usage = None
+    try:
+        usage = wait_measured(proc, job.timeout_s or None)
+        if usage is None:
+            rc = measured(stop_tree(proc, job.grace_s), timed_out=True)
+            return rc, f"timed out after {job.timeout_s:g}s"
+        if -(proc.returncode or 0) in STOP_SIGNALS:
+            # Killed by a stop signal the wrapper did not send: a cancelled job (scancel signals every process
+            # of the job, the node's often first). Give the wrapper's own signal time to arrive, so the node
+            # ends cancelled rather than failed.
+            time.sleep(OWN_STOP_WAIT_S)
     except Stopped:
-        stop_tree(proc, job.grace_s)
+        measured(stop_tree(proc, job.grace_s) if proc.returncode is None else usage, stopped=True)
         raise
+    rc = measured(usage)
     return rc, None if rc == 0 else describe_exit(rc)
 
 
@@ -193,25 +223,38 @@ def run_node(job: NodeJob) -> int:
     env = {**os.environ, **job.env, "DAGFLOW_NODE": job.node}
     job.stdout.write_bytes(b"")
     job.stderr.write_bytes(b"")
-    attempt = 0
+    try:  # {gpu.memory_mb}: the memory of the GPUs this job got (gpu_memory.py)
+        job = replace(job, argv=fill_batch_gpu_memory(job.argv, env))
+    except GpuMemoryUnknownError as error:
+        job.stderr.write_bytes(f"dagflow: {error}\n".encode())
+        journal(job.journal, {"e": "end", "n": job.node, "a": 1, "s": "failed", "rc": 1, "why": str(error)}, True)
+        return 1
+    attempt = failed = restarts = 0
+    state = ""
     while True:
         attempt += 1
         if attempt > 1:
+            banner = f"restart {restarts} from its checkpoint" if state == "checkpointed" else f"attempt {attempt}"
             with open(job.stderr, "ab") as err:
-                err.write(f"\n=== dagflow: attempt {attempt} ===\n".encode())
+                err.write(f"\n=== dagflow: {banner} ===\n".encode())
         journal(job.journal, {"e": "start", "n": job.node, "a": attempt, "job": job.job})
-        rc, why = run_attempt(job, env)
+        rc, why = run_attempt(job, env, attempt)
         timed_out = why is not None and why.startswith("timed out")
         if why is None:
             state = "succeeded"
-        elif attempt <= job.retries and not (not timed_out and rc >= 0 and rc in job.unless_exit):
+        elif not timed_out and rc == job.checkpoint_exit and restarts < job.max_restarts:
+            state = "checkpointed"
+            restarts += 1
+            why = f"checkpointed (exit code {rc}): restart {restarts} of {job.max_restarts}"
+        elif failed < job.retries and not (not timed_out and rc >= 0 and rc in job.unless_exit):
             state = "retry"
+            failed += 1
         else:
             state = "failed"
         event: dict[str, object] = {"e": "end", "n": job.node, "a": attempt, "s": state, "rc": rc}
         if why is not None:
             event["why"] = why
-        journal(job.journal, event, durable=state != "retry")
+        journal(job.journal, event, durable=state not in ("retry", "checkpointed"))
         if state == "succeeded":
             return 0
         if state == "failed":
@@ -235,6 +278,10 @@ def parse_args(argv: Sequence[str]) -> NodeJob:
     parser.add_argument("--job", default="", help="the batch job's id, journaled with each start")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--parent", action="append", default=[], help="run only if this node succeeded")
+    parser.add_argument("--step", default="", help="the node's step (for its usage record)")
+    parser.add_argument("--request", action="append", default=[], metavar="KEY=NUMBER", help="what the plan asks")
+    parser.add_argument("--checkpoint-exit", type=int, default=None, help="the exit code that means: run me again")
+    parser.add_argument("--max-restarts", type=int, default=0, help="checkpoint restarts allowed")
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
@@ -246,6 +293,10 @@ def parse_args(argv: Sequence[str]) -> NodeJob:
         parser.error(f"--unless-exit {args.unless_exit!r} is not a list of exit codes")
     if any("=" not in item for item in args.env):
         parser.error("--env takes KEY=VALUE")
+    try:
+        requested = {key: float(value) for key, value in (item.split("=", 1) for item in args.request)}
+    except ValueError:
+        parser.error(f"--request takes KEY=NUMBER: {args.request}")
     return NodeJob(
         node=args.node,
         argv=command,
@@ -259,6 +310,10 @@ def parse_args(argv: Sequence[str]) -> NodeJob:
         job=args.job,
         env=dict(item.split("=", 1) for item in args.env),
         parents=tuple(args.parent),
+        step=args.step or args.node,
+        requested=requested,
+        checkpoint_exit=args.checkpoint_exit,
+        max_restarts=args.max_restarts,
     )
 
 

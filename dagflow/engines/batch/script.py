@@ -15,16 +15,18 @@ from pathlib import Path
 from dagflow.data import IMPORT_ROOT
 from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, StepInfo
 from dagflow.run.layout import RunLayout
+from dagflow.run.usage import requested_of
 
 KILL_GRACE_S = 10
 SINGLE = -1  # the task id of a unit that is one node, not an array
 
 
-def node_argv(node: Node) -> list[str]:
-    """A node running dagflow itself runs this interpreter's dagflow (see the environment set below)."""
+def node_argv(node: Node, step: StepInfo | None = None) -> list[str]:
+    """A node running dagflow itself runs this interpreter's dagflow (see the environment set below); a
+    step's runtime.python replaces its command's `python`."""
     if node.argv and node.argv[0] == DAGFLOW_LAUNCHER:
         return [sys.executable, "-m", "dagflow", *node.argv[1:]]
-    return list(node.argv)
+    return step.runtime.argv(list(node.argv)) if step is not None else list(node.argv)
 
 
 def environment(plan: Plan, run_dir: Path) -> list[str]:
@@ -55,13 +57,18 @@ def wrapper_command(plan: Plan, step: StepInfo, node: Node, run_dir: Path, job_r
     ]  # fmt: skip
     if step.retry_unless_exit:
         words += ["--unless-exit", ",".join(str(code) for code in step.retry_unless_exit)]
+    words += ["--step", step.name]  # the step and request go into the node's usage records
+    words += [f"--request={key}={value:g}" for key, value in requested_of(step.resources).items()]
+    if step.checkpoint_exit_code is not None:
+        words += ["--checkpoint-exit", str(step.checkpoint_exit_code)]
+        words += ["--max-restarts", str(step.checkpoint_max_restarts)]
     for key, value in node.env.items():
         words += ["--env", f"{key}={value}"]
     if parents:
         for parent in node.parents:
             words += ["--parent", parent]
     quoted = " ".join(shlex.quote(word) for word in words)
-    argv = " ".join(shlex.quote(arg) for arg in node_argv(node))
+    argv = " ".join(shlex.quote(arg) for arg in node_argv(node, step))
     return f'exec {quoted} --job "{job_ref}" -- {argv}'
 
 

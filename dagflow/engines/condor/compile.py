@@ -8,16 +8,19 @@ every job's events in <out_dir>/dagflow.jobs.log.
 
 from __future__ import annotations
 
+from importlib import resources
 from itertools import islice
 from pathlib import Path
 
 from dagflow.engines.condor import escape
-from dagflow.engines.condor.dag_writer import DagFiles, DagOptions, dag_lines
+from dagflow.engines.condor.dag_writer import DagFiles, DagOptions, dag_blocks
 from dagflow.engines.condor.submit_writer import Layout, StepSubmit, build_step_submit
+from dagflow.engines.condor.transfer import TRANSFER, resolve_data_mode
 from dagflow.errors import DagflowError
+from dagflow.gc_pause import gc_paused
 from dagflow.plan.model import Node, Plan
 
-WRITE_CHUNK = 8192  # lines per write call
+WRITE_CHUNK = 4096  # blocks (a node's lines, or one header line) per write call
 
 
 class CondorCompileError(DagflowError):
@@ -45,10 +48,16 @@ def compile_plan(
     *,
     options: DagOptions | None = None,
     log_dir: Path | None = None,
+    data_mode: str | None = None,
 ) -> Path:
-    """Write the DAGMan input for plan into out_dir and return the .dag file's path."""
+    """Write the DAGMan input for plan into out_dir and return the .dag file's path. data_mode: transfer or
+    shared (None: the pipeline's `condor: {data_mode}`, else transfer)."""
     options = options or DagOptions()
-    layout = Layout.for_plan(plan, Path(out_dir), log_dir)
+    try:
+        mode = resolve_data_mode(data_mode, plan)
+    except ValueError as error:
+        raise CondorCompileError(str(error)) from None
+    layout = Layout.for_plan(plan, Path(out_dir), log_dir, mode)
     try:
         stem = escape.node_name(plan.pipeline)
     except ValueError as error:
@@ -60,9 +69,9 @@ def compile_plan(
     # Write to a temporary name first so a failed compile never leaves a half-written DAG behind.
     partial = files.dag.with_name(files.dag.name + ".partial")
     try:
-        with partial.open("w", encoding="utf-8", newline="\n") as out:
-            lines = dag_lines(plan, submits, files, options)
-            while chunk := list(islice(lines, WRITE_CHUNK)):
+        with partial.open("w", encoding="utf-8", newline="\n") as out, gc_paused():
+            blocks = dag_blocks(plan, submits, files, options)
+            while chunk := list(islice(blocks, WRITE_CHUNK)):
                 out.write("\n".join(chunk))
                 out.write("\n")
     except ValueError as error:
@@ -70,5 +79,8 @@ def compile_plan(
         raise CondorCompileError(str(error)) from None
     for sub in submits.values():
         sub.path.write_text(sub.text, encoding="utf-8")
+    if mode == TRANSFER:
+        layout.node_wrapper.write_bytes(resources.files("dagflow.engines.condor").joinpath("node.sh").read_bytes())
+        layout.node_wrapper.chmod(0o755)
     partial.replace(files.dag)
     return files.dag

@@ -29,15 +29,39 @@ from dagflow.engines.condor.schedd import (
     remove_job,
     submit_dagman,
 )
-from dagflow.errors import DagflowError
+from dagflow.engines.condor.transfer import DATA_MODES, DEFAULT_DATA_MODE, TRANSFER, DataModeError, resolve_data_mode
+from dagflow.errors import DagflowError, Diagnostic, SpecError
 from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
 from dagflow.run.layout import DEFAULT_RUNS_DIR, DRY_RUN_FILE, RunLayout
 from dagflow.run.status import RUN_RUNNING, RunStatus
+from dagflow.spec import Spec, load_spec
+from dagflow.spec.engine_fields import RUNTIME_FIELDS
+from dagflow.spec.sharing import absolute_paths
 
 
 class CondorRunError(DagflowError):
     pass
+
+
+def check_transfer_spec(plan: Plan, data_mode: str | None) -> str:
+    """The run's data mode (--data-mode, else the pipeline's, else transfer); in the transfer mode, a
+    SpecError locating each command path the job could not see (the pipeline file is read again for
+    the positions)."""
+    try:
+        mode = resolve_data_mode(data_mode, plan)
+    except DataModeError as error:
+        raise CondorRunError(str(error)) from None
+    if mode == TRANSFER and Path(plan.source).is_file():
+        problems = transfer_spec_errors(load_spec(plan.source))
+        if problems:
+            raise SpecError(problems)
+    return mode
+
+
+def transfer_spec_errors(spec: Spec) -> list[Diagnostic]:
+    """What the transfer data mode cannot run: undeclared absolute paths in commands (located)."""
+    return absolute_paths(spec.model.steps, spec.positions.of, spec.filename or str(spec.file))
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,20 +91,23 @@ def prepare_condor(
     runs_dir: Path = DEFAULT_RUNS_DIR,
     target: ScheddTarget | None = None,
     options: DagOptions | None = None,
+    data_mode: str | None = None,
 ) -> Prepared:
-    """Create the run directory with the compiled DAG in condor/ and node logs in logs/; submit nothing."""
+    """Create the run directory with the compiled DAG in condor/ and node logs in logs/; submit nothing.
+    data_mode: --data-mode (None: the pipeline's `condor: {data_mode}`, else transfer), recorded in run.json."""
     validate_run_id(plan.run_id)
     target = target or ScheddTarget()
+    mode = check_transfer_spec(plan, data_mode)
     layout = RunLayout(Path(runs_dir).absolute(), plan.run_id)
     if layout.exists():  # a directory without plan.json is a prepare cut short: compiled again
         raise CondorRunError(f"run {plan.run_id} already exists in {layout.runs_dir}; choose another --run-id")
     try:
-        dag = compile_plan(plan, condor_dir(layout.run_dir), options=options, log_dir=layout.logs_dir)
+        dag = compile_plan(plan, condor_dir(layout.run_dir), options=options, log_dir=layout.logs_dir, data_mode=mode)
     except DagflowError:
         shutil.rmtree(layout.run_dir, ignore_errors=True)
         raise
     layout.create(plan, engine="condor")
-    record = CondorRecord(dag=str(dag), schedd=target.name, pool=target.pool)
+    record = CondorRecord(dag=str(dag), schedd=target.name, pool=target.pool, data_mode=mode)
     record.save(layout.run_dir)
     return Prepared(layout, record)
 
@@ -182,6 +209,10 @@ CONDOR_OPTIONS = (
     EngineOption("pool", ("--pool",), "condor: collector that knows the schedd.", commands=_STARTING),
     EngineOption("max_gpu_jobs", ("--max-gpu-jobs",), "condor: GPU nodes DAGMan keeps submitted at once "
                  "(MAXJOBS gpu N).", int, 16, commands=_STARTING, min=1),
+    EngineOption("data_mode", ("--data-mode",), "condor: transfer (nothing shared: HTCondor moves each node's "
+                 "declared inputs, scripts and outputs) or shared (jobs run in the pipeline's directory) "
+                 "(default: the pipeline's condor.data_mode, else transfer).", commands=_STARTING,
+                 metavar="|".join(DATA_MODES)),
     EngineOption("dry_run", ("--dry-run",), "condor: print the DAGMan job's submit description; submit nothing.",
                  bool, False, commands=frozenset({"submit", "resubmit"})),
 )
@@ -193,7 +224,7 @@ class CondorEngine(EngineBase):
     name: ClassVar[str] = "condor"
     summary: ClassVar[str] = "an HTCondor pool: the whole DAG as one DAGMan job"
     options: ClassVar[tuple[EngineOption, ...]] = CONDOR_OPTIONS
-    honours: ClassVar[frozenset[str]] = frozenset(RESOURCE_FIELDS)
+    honours: ClassVar[frozenset[str]] = frozenset(RESOURCE_FIELDS) | frozenset(RUNTIME_FIELDS)
 
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
         super().__init__(runs_dir, settings)
@@ -204,7 +235,7 @@ class CondorEngine(EngineBase):
     def prepare(self, plan: Plan, run_dir: Path) -> None:
         if plan.run_id != Path(run_dir).name:
             raise CondorRunError(f"run_dir {run_dir} must be named after the plan's run id {plan.run_id}")
-        prepare_condor(plan, Path(run_dir).absolute().parent, self.target, self.dag_options)
+        prepare_condor(plan, Path(run_dir).absolute().parent, self.target, self.dag_options, self.settings["data_mode"])
 
     def submit(self, plan: Plan, run_dir: Path) -> str:
         """Submit a prepared run (preparing it first if needed), or resubmit a failed one from its rescue."""
@@ -223,7 +254,20 @@ class CondorEngine(EngineBase):
             ) from None
         return _handle(self.last)
 
+    @classmethod
+    def spec_errors(cls, spec: Spec) -> list[Diagnostic]:
+        """`dagflow validate --engine condor`: errors in the data mode the pipeline runs in by default."""
+        declared = spec.model.condor.data_mode if spec.model.condor else None
+        if (declared or DEFAULT_DATA_MODE) != TRANSFER or declared == TRANSFER:  # declared: parse_spec said it
+            return []
+        return transfer_spec_errors(spec)
+
     def resume(self, run_dir: Path) -> str:
+        recorded = load_prepared(RunLayout.from_run_dir(run_dir)).record.data_mode
+        asked = self.settings["data_mode"]
+        if asked and asked != recorded:
+            raise CondorRunError(f"run {Path(run_dir).name} was compiled for the {recorded} data mode; "
+                                 f"--data-mode {asked} applies to new runs only")
         self.last = resubmit_condor(RunLayout.from_run_dir(run_dir), dry_run=self.settings["dry_run"])
         return _handle(self.last)
 

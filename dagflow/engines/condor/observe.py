@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from dagflow.engines.condor import status_files as sf
 from dagflow.engines.condor.jobstate import EVENT_STATES, JobstateLog, read_jobstate
 from dagflow.engines.condor.records import CondorRecord, condor_dir
 from dagflow.engines.condor.submit_writer import Layout
+from dagflow.engines.condor.usage_events import record_condor_usage
 from dagflow.plan import Plan
 from dagflow.run.journal import (
     FAILED,
@@ -145,7 +147,9 @@ def _why(state: str, job: ev.NodeJob | None, ad: sf.NodeStatusAd | None, exit_co
         code = f" (HoldReasonCode {job.hold_code})" if job.hold_code is not None else ""
         return f"held: {job.hold_reason}{code}"
     if state in (FAILED, RETRYING, INTERRUPTED) and job is not None and job.state == ev.REMOVED:
-        return f"removed: {job.removed_reason}" if job.removed_reason else "removed"
+        why = f"removed: {job.removed_reason}" if job.removed_reason else "removed"
+        # removed by its periodic_remove for a hold (a timeout, a declared input file missing): say which
+        return f"{why} (after hold: {job.hold_reason})" if job.hold_reason else why
     if state in (FAILED, RETRYING):
         if exit_code is not None:
             return f"exit code {exit_code}"
@@ -293,7 +297,9 @@ def read_condor_status(layout: RunLayout) -> RunStatus:
     files = record.files
     snapshot = sf.read_node_status(files.node_status)
     history = read_jobstate(files.jobstate_log)
-    jobs = ev.read_events(Layout.for_plan(plan, condor_dir(layout.run_dir)).event_log)
+    event_log = Layout.for_plan(plan, condor_dir(layout.run_dir)).event_log
+    jobs = ev.read_events(event_log)
+    record_usage_seen(layout, plan, event_log)
     dagman = _dagman_job(record)
     latest = record.latest
     exited = read_dagman_out(record.dagman_out, latest.cluster, latest.t) if latest is not None else None
@@ -314,6 +320,17 @@ def read_condor_status(layout: RunLayout) -> RunStatus:
     status.notes = _notes(status.extra, files.dag)
     status.resume_hint = f"dagflow resubmit {layout.run_id}"
     return status
+
+
+def record_usage_seen(layout: RunLayout, plan: Plan, event_log: Path) -> None:
+    """Record what the node jobs that ended used (usage_events.py), before status reads usage.jsonl.
+
+    A run directory this user cannot write, or a log the bindings cannot read, leaves usage unrecorded;
+    status goes on without it."""
+    try:
+        record_condor_usage(layout.run_dir, plan, event_log)
+    except (OSError, ValueError) as error:
+        print(f"dagflow: usage of run {layout.run_id} not recorded: {error}", file=sys.stderr)
 
 
 def _extra(

@@ -5,6 +5,7 @@
         <pipeline>.jobstate.log, dagflow.jobs.log (the nodes' job event log),
         <pipeline>.dag.condor.sub, .dagman.out, .dagman.log (the DAGMan job's own), .rescueNNN
     condor/run.json          {"engine": "condor", "dag": path, "schedd": name|null, "pool": host|null,
+                              "data_mode": "transfer"|"shared",
                               "submissions": [{"cluster": id, "t": time, "rescue": N|null}, ...]}
 
 Node stdout/stderr go to the shared logs/<node>.out|.err, so `dagflow logs` works for condor runs too.
@@ -42,6 +43,7 @@ class CondorRecord:
     pool: str | None = None  # the collector given at submit (None: this host's configuration)
     submissions: list[Submission] = field(default_factory=list)
     engine: str = ENGINE
+    data_mode: str = "shared"  # transfer or shared (runs recorded before data modes were shared)
 
     @property
     def files(self) -> DagFiles:

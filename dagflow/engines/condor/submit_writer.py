@@ -15,10 +15,23 @@ import classad2
 
 from dagflow.data import IMPORT_ROOT
 from dagflow.engines.condor import escape
+from dagflow.engines.condor.checkpoint import checkpoint_lines
+from dagflow.engines.condor.gpu_memory import fill_match_time
+from dagflow.engines.condor.memory_policy import with_memory_growth
 from dagflow.engines.condor.templates import fill, load_template
+from dagflow.engines.condor.transfer import (
+    INPUTS_MACRO,
+    MISSING_FILE_HOLD,
+    SHARED,
+    TRANSFER,
+    file_list,
+    node_inputs,
+    node_outputs,
+    runs_on_access_point,
+)
 from dagflow.plan import attributes
 from dagflow.plan.attributes import attribute_name
-from dagflow.plan.model import Node, Plan, StepInfo
+from dagflow.plan.model import Node, Plan, Runtime, StepInfo
 from dagflow.text import CONTROL_CHARACTERS
 
 ARGS_MACRO = "DagflowArgs"
@@ -30,6 +43,9 @@ BUILTIN_ATTRIBUTES = frozenset(name.lower() for name in attributes.BUILTIN_ATTRI
 # HoldReasonCode 47 (JobExecuteExceeded): allowed_execute_duration puts the job on hold; removing it
 # makes the node fail, so DAGMan's RETRY applies instead of the DAG waiting on a held job forever.
 TIMEOUT_REMOVE = "(JobStatus == 5) && (HoldReasonCode =?= 47)"
+# Transfer mode: the job's executable is this wrapper (engines/condor/node.sh), copied beside the DAG.
+NODE_WRAPPER = "dagflow-node.sh"
+OUTBOX = "_dagflow_outputs"  # the wrapper moves declared outputs here; it comes back remapped onto "."
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,16 +56,22 @@ class Layout:
     log_dir: Path
     event_log: Path
     workdir: Path
+    data_mode: str = SHARED  # engines/condor/transfer.py: shared or transfer
 
     @classmethod
-    def for_plan(cls, plan: Plan, out_dir: Path, log_dir: Path | None = None) -> Layout:
+    def for_plan(cls, plan: Plan, out_dir: Path, log_dir: Path | None = None, data_mode: str = SHARED) -> Layout:
         out_dir = Path(out_dir).absolute()
         return cls(
             out_dir=out_dir,
             log_dir=Path(log_dir).absolute() if log_dir else out_dir / "logs",
             event_log=out_dir / "dagflow.jobs.log",
             workdir=Path(plan.workdir).absolute(),
+            data_mode=data_mode,
         )
+
+    @property
+    def node_wrapper(self) -> Path:
+        return self.out_dir / NODE_WRAPPER
 
     def submit_file(self, step: str) -> Path:
         return self.out_dir / f"{step}.sub"
@@ -66,12 +88,25 @@ class StepSubmit:
     has_trial: bool
     dagman_retry_unless_exit: int | None  # the one code DAGMan's RETRY ... UNLESS-EXIT can carry
     dagman_retries: int  # retries DAGMan does (0 when the job itself retries)
+    # transfer mode, execute-node steps: each node's argv goes to the wrapper after its outputs, and its
+    # transfer_input_files list is a VARS macro; the workdir finds its script files
+    transfers: bool = False
+    workdir: Path = Path(".")
+    python: str | None = None  # runtime.python: replaces a command's `python`
+    gpus: int = 0  # GPUs each node requests ({gpu.memory_mb} takes the smallest of them: gpu_memory.py)
 
 
-def runtime_environment() -> dict[str, str]:
-    """What a job needs to run like a local node (shared-filesystem pools): the compiling interpreter's
-    directory first on PATH, so `python` and `dagflow` are the submitter's virtual environment's, and
-    this dagflow importable. A node's own environment comes after it in the submit file and wins."""
+def runtime_environment(runtime: Runtime | None = None) -> dict[str, str]:
+    """What a job needs on its execute node. By default the compiling interpreter's directory first on PATH,
+    so `python` and `dagflow` are the submitter's virtual environment's, and this dagflow importable (the
+    same paths must exist there: a shared filesystem, this test pool, or an image built alike). With
+    runtime.python, that interpreter's directory instead; in a container image, the image's own PATH
+    entries after the system directories. A node's own environment comes after it and wins."""
+    runtime = runtime or Runtime()
+    if runtime.python:
+        return {"PATH": f"{Path(runtime.python).parent}:{SYSTEM_PATH}"}
+    if runtime.container_image:
+        return {"PATH": SYSTEM_PATH}
     bindir = str(Path(sys.executable).parent)
     return {"PATH": f"{bindir}:{SYSTEM_PATH}", "PYTHONPATH": IMPORT_ROOT}
 
@@ -144,17 +179,47 @@ def _attributes(step: StepInfo, axis_macros: tuple[tuple[str, str], ...], has_tr
     return lines
 
 
-def _policy(step: StepInfo, job_retries: bool) -> list[str]:
+def _policy(step: StepInfo, job_retries: bool, transfers: bool = False) -> list[str]:
     lines = []
+    removals = []
     if step.timeout_s is not None:
         lines.append(f"allowed_execute_duration = {int(step.timeout_s)}")
-        lines.append(f"periodic_remove = {TIMEOUT_REMOVE}")
+        removals.append(TIMEOUT_REMOVE)
+    if transfers:
+        removals.append(MISSING_FILE_HOLD)  # a declared input gone before the job started
+    if removals:
+        lines.append("periodic_remove = " + " || ".join(f"({clause})" for clause in removals))
     if job_retries:
         # DAGMan's RETRY takes one UNLESS-EXIT code; for several, the job retries itself.
         codes = ", ".join(str(int(code)) for code in step.retry_unless_exit)
         lines.append(f"max_retries = {int(step.retries)}")
         lines.append(f"retry_until = member(ExitCode, {{{codes}}})")
-    return lines
+    return with_memory_growth(step, lines)  # memory_policy.py: merges its periodic_remove into the one above
+
+
+def _universe(step: StepInfo, layout: Layout) -> str:
+    if layout.data_mode == TRANSFER and runs_on_access_point(step):
+        return "local"  # dagflow's own S3/submit-side movers run on the access point, not on a GPU node
+    return "container" if step.runtime.container_image else "vanilla"
+
+
+def _transfer_lines(transfers: bool) -> list[str]:
+    if not transfers:
+        return []
+    return [
+        "when_to_transfer_output  = ON_EXIT",
+        "preserve_relative_paths  = true",
+        f"transfer_input_files     = $({INPUTS_MACRO})",
+        f"transfer_output_files    = {OUTBOX}",
+        f'transfer_output_remaps   = "{OUTBOX} = ."',
+    ]
+
+
+def _runtime_lines(step: StepInfo, universe: str) -> list[str]:
+    if universe != "container":
+        return []
+    image = escape.submit_literal(step.runtime.container_image or "", f"step {step.name} runtime container_image")
+    return [_submit_line("container_image", image)]
 
 
 def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Layout) -> StepSubmit:
@@ -163,7 +228,15 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
     has_trial = "trial" not in step.axes and any(node.trial is not None for node in nodes)
     job_retries = step.retries > 0 and len(step.retry_unless_exit) > 1
     res = step.resources
+    universe = _universe(step, layout)
+    transfers = layout.data_mode == TRANSFER and universe != "local"
     fields = {
+        "universe": universe,
+        "executable": escape.submit_literal(str(layout.node_wrapper), "node wrapper") if transfers else "/usr/bin/env",
+        "transfer_executable": "true" if transfers else "false",
+        "should_transfer_files": "YES" if transfers else "NO",
+        "transfer": "\n".join(_transfer_lines(transfers)),
+        "runtime": "\n".join(_runtime_lines(step, universe)),
         "workdir": escape.submit_literal(str(layout.workdir), "workdir"),
         "log_dir": escape.submit_literal(str(layout.log_dir), "log directory"),
         "event_log": escape.submit_literal(str(layout.event_log), "event log"),
@@ -177,9 +250,11 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
         "run_id": escape.classad_string(plan.run_id, "run id"),
         "step": escape.classad_string(step.name, "step name"),
         "kind": escape.classad_string(step.kind, "step kind"),
-        "runtime_env": escape.environment(runtime_environment(), "runtime environment"),
+        "runtime_env": escape.environment(runtime_environment(step.runtime), "runtime environment"),
         "attributes": "\n".join(_attributes(step, axis_macros, has_trial)),
-        "policy": "\n".join(_policy(step, job_retries)),
+        "policy": "\n".join(
+            [*_policy(step, job_retries, transfers), *checkpoint_lines(step, nodes, transfer=transfers)]
+        ),
     }
     header = [
         f"# generated by dagflow compile for step {step.name} of pipeline {plan.pipeline} "
@@ -194,6 +269,10 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
         has_trial=has_trial,
         dagman_retry_unless_exit=step.retry_unless_exit[0] if len(step.retry_unless_exit) == 1 else None,
         dagman_retries=0 if job_retries else int(step.retries),
+        transfers=transfers,
+        workdir=layout.workdir,
+        python=step.runtime.python,
+        gpus=int(step.resources.gpus),
     )
 
 
@@ -206,12 +285,14 @@ class NodeVars:
         # Each memo holds the value as submit text and as the inside of a DAGMan VARS value.
         self._env: dict[int, tuple[dict[str, str], tuple[str, str]]] = {}
         self._coords: dict[str | None, tuple[str, str]] = {None: ("undefined", "undefined")}
+        self._files: dict[str, bool] = {}  # which command words name files in the pipeline's directory
+        self._runtime = Runtime(python=sub.python)
 
     def _environment(self, env: dict[str, str]) -> tuple[str, str]:
         hit = self._env.get(id(env))
         if hit is not None and hit[0] is env:
             return hit[1]
-        text = escape.environment(env)
+        text = fill_match_time(escape.environment(env), self.sub.gpus)
         forms = (text, escape.vars_escape(text))
         self._env[id(env)] = (env, forms)
         return forms
@@ -226,6 +307,8 @@ class NodeVars:
     def macros(self) -> list[str]:
         """The macro names every node of the step sets, in the order values() gives them."""
         names = [ARGS_MACRO, ENV_MACRO] + [macro for _, macro in self.sub.axis_macros]
+        if self.sub.transfers:
+            names.append(INPUTS_MACRO)
         return [*names, TRIAL_ATTRIBUTE] if self.sub.has_trial else names
 
     def values(self, node: Node, for_vars: bool = False) -> list[str]:
@@ -239,11 +322,19 @@ class NodeVars:
             # /usr/bin/env would read it as an option or a VAR=value assignment, not a program.
             raise ValueError(f"program name {first!r} must not start with '-' or contain '='")
         form = 1 if for_vars else 0
-        arguments = escape.arguments(argv)
+        argv = self._runtime.argv(argv)
+        if self.sub.transfers:
+            outputs = node_outputs(node)
+            file_list(outputs, "output")  # the same names the wrapper hands back: no blanks or commas
+            argv = [str(len(outputs)), *outputs, *argv]
+        arguments = fill_match_time(escape.arguments(argv), self.sub.gpus)
         values = [escape.vars_escape(arguments) if for_vars else arguments, self._environment(node.env)[form]]
         coords = node.coords
         for axis, _ in self.sub.axis_macros:
             values.append(self._coordinate(axis, coords.get(axis))[form])
+        if self.sub.transfers:
+            inputs = file_list(node_inputs(node, self.sub.workdir, self._files), "input")
+            values.append(escape.vars_escape(inputs) if for_vars else inputs)
         if self.sub.has_trial:
             values.append("undefined" if node.trial is None else str(int(node.trial)))
         return values

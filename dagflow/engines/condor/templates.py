@@ -1,7 +1,8 @@
-"""Finding and filling the per-kind submit templates (`submit/<kind>.sub`).
+"""Finding and filling the per-kind submit templates (`condor-submit-templates/<kind>.sub`).
 
-They are found by dagflow.data.data_dir("submit"): the DAGFLOW_SUBMIT override, the package's
-dagflow/_data/submit (hatch force-include), or the repository root's submit/ in a source checkout.
+They are found by dagflow.data.data_dir: the DAGFLOW_SUBMIT_TEMPLATES override, the package's
+dagflow/_data/condor-submit-templates (hatch force-include), or the repository root's
+condor-submit-templates/ in a source checkout.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dagflow.data import data_dir
 FIELD = re.compile(r"\{\{([A-Za-z_]+)\}\}")
 # Lines that are nothing but one block field; dropped when the block is empty.
 # A template without the line is refused when the step has something for it (it would be lost).
-BLOCK_FIELDS = frozenset({"gpus", "attributes", "policy"})
+BLOCK_FIELDS = frozenset({"gpus", "attributes", "policy", "transfer", "runtime"})
 FIELDS = (
     frozenset(
         {
@@ -32,6 +33,10 @@ FIELDS = (
             "step",
             "kind",
             "runtime_env",
+            "universe",
+            "executable",
+            "transfer_executable",
+            "should_transfer_files",
         }
     )
     | BLOCK_FIELDS
@@ -40,8 +45,8 @@ REQUIRED_MACROS = ("$(DagflowArgs)", "$(DagflowEnv)")
 
 
 def template_dir() -> Path:
-    """The directory holding <kind>.sub templates: DAGFLOW_SUBMIT, the installed copy, or the checkout's."""
-    return data_dir("submit")
+    """The directory holding <kind>.sub templates: DAGFLOW_SUBMIT_TEMPLATES, the installed copy, or the checkout's."""
+    return data_dir("condor-submit-templates")
 
 
 @cache

@@ -35,8 +35,9 @@ class LocalEngineContract(EngineBase, LocalEngine):
     name: ClassVar[str] = "local"
     summary: ClassVar[str] = "run the nodes on this machine"
     options: ClassVar[tuple[EngineOption, ...]] = LOCAL_OPTIONS
-    honours: ClassVar[frozenset[str]] = frozenset({"cpus", "memory", "disk", "gpus", "gpu_memory", "priority",
-                                                   "timeout"})
+    honours: ClassVar[frozenset[str]] = frozenset(
+        {"cpus", "memory", "memory_max", "disk", "gpus", "gpu_memory", "priority", "timeout", "runtime.python"}
+    )
 
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
         EngineBase.__init__(self, runs_dir, settings)

@@ -8,7 +8,8 @@ write(2) each, with O_APPEND, before telling the runner), the way DAGMan's job l
 `.exitcode` files do:
 
     {"n": node, "a": attempt, "pid": pid, "k": keeper pid}          started
-    {"n": node, "a": attempt, "pid": pid, "rc": exit code}          exited (negative: killed by that signal)
+    {"n": node, "a": attempt, "pid": pid, "rc": exit code,          exited (negative: killed by that signal)
+     "w": wall s, "c": cpu s, "m": max rss KB, "t": unix time}      what it used, from wait4's rusage
 
 so a runner that resumes the run adopts a node still running (and waits for it) and takes the result of
 one that finished while no runner was alive (runner.py). The keeper exits once the runner has closed
@@ -17,7 +18,10 @@ and starts in a few milliseconds.
 
 Protocol, frames of a 4-byte little-endian length and a marshal payload:
   runner -> keeper (stdin):  (node, attempt, program, argv, env additions)
-  keeper -> runner (stdout): ("s", node, attempt, pid) | ("x", node, attempt, rc) | ("e", node, attempt, error)
+  keeper -> runner (stdout): ("s", node, attempt, pid) | ("e", node, attempt, error)
+                             | ("x", node, attempt, (rc, wall s, cpu s, max rss KB, unix time))
+The wall time runs from the start request to the reap; CPU time and max RSS are the rusage wait4(2)
+returns for the node's process (it includes the descendants that process waited for: usage_recorder.py).
 A node's stdout and stderr are pipes the keeper reads into `logs/<node>.out|.err` (`_Output`), so a
 node that prints keeps running when the runner dies (the keeper holds the pipes, not the runner).
 """
@@ -223,7 +227,7 @@ class Keeper:
     def _reap(self) -> None:
         while self.children:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
@@ -233,6 +237,9 @@ class Keeper:
                 continue
             name, attempt, output = entry
             rc = os.waitstatus_to_exitcode(status)
+            wall = time.monotonic() - output.started
+            cpu = usage.ru_utime + usage.ru_stime
+            ended = time.time()
             # Whatever the node left behind in its process group goes with it, as under HTCondor.
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
@@ -240,8 +247,11 @@ class Keeper:
                 if fd >= 0 and fd in self.selector.get_map():
                     self.selector.unregister(fd)
             output.close()
-            self._record(f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{pid},"rc":{rc}}}\n')
-            self.replies.append(frame(("x", name, attempt, rc)))
+            self._record(
+                f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{pid},"rc":{rc},'
+                f'"w":{wall:.3f},"c":{cpu:.3f},"m":{usage.ru_maxrss},"t":{ended:.3f}}}\n'
+            )
+            self.replies.append(frame(("x", name, attempt, (rc, wall, cpu, usage.ru_maxrss, ended))))
 
     def _record(self, line: str) -> None:
         # On a full disk the runner still hears of it; only a later adoption cannot.

@@ -86,9 +86,10 @@ class RichReporter(Reporter):
         self.counts[RUNNING] -= 1
         group = self.group_of[name]
         self.group_running[group] -= 1
-        if state == "retry":
+        if state in ("retry", "checkpointed"):  # starts again: node_started takes it from "retrying"
             self.counts["retrying"] += 1
-            self._print(Text(f"retrying {name} ({why})", style="yellow"))
+            label = "retrying" if state == "retry" else "restarting from its checkpoint:"
+            self._print(Text(f"{label} {name} ({why})", style="yellow"))
             return
         self.counts[state] += 1
         if state == SUCCEEDED:

@@ -61,6 +61,8 @@ class ProcEntry:
     pid: int
     keeper: int | None
     rc: int | None = None  # None: no exit recorded (still running, or its keeper died first)
+    # (wall s, cpu s, max rss KB, unix end time) from the exit record; None before dagflow measured nodes
+    usage: tuple[float, float, int, float] | None = None
 
 
 def read_procs(path: Path) -> dict[str, ProcEntry]:
@@ -83,10 +85,18 @@ def read_procs(path: Path) -> dict[str, ProcEntry]:
             entry = entries.get(name)
             if entry is not None and entry.pid == pid:
                 entry.rc = rc
+                entry.usage = _recorded_usage(event)
         elif "rc" not in event:
             keeper = event.get("k")
             entries[name] = ProcEntry(attempt, pid, keeper if type(keeper) is int else None)
     return entries
+
+
+def _recorded_usage(event: dict) -> tuple[float, float, int, float] | None:
+    wall, cpu, maxrss, ended = event.get("w"), event.get("c"), event.get("m"), event.get("t")
+    if not (type(maxrss) is int and all(type(value) in (int, float) for value in (wall, cpu, ended))):
+        return None
+    return float(wall), float(cpu), maxrss, float(ended)
 
 
 def start_keeper(run_dir: Path, env: dict[str, str]) -> tuple[Child, int, int]:

@@ -38,7 +38,7 @@ class Reporter:
     def node_finished(
         self, name: str, state: str, attempt: int, rc: int | None, why: str | None, duration: float
     ) -> None:
-        """state is succeeded, failed, interrupted, or retry (it will start again)."""
+        """state is succeeded, failed, interrupted, retry or checkpointed (it will start again)."""
 
     def node_cached(self, name: str) -> None: ...
 
@@ -92,11 +92,11 @@ class PlainReporter(Reporter):
     def node_finished(
         self, name: str, state: str, attempt: int, rc: int | None, why: str | None, duration: float
     ) -> None:
-        if state != "retry":
+        if state not in ("retry", "checkpointed"):
             self.finished += 1
         detail = f" ({why})" if why and state != "succeeded" else ""
         tries = f" attempt {attempt}" if attempt > 1 or state == "retry" else ""
-        label = "retrying" if state == "retry" else state
+        label = {"retry": "retrying", "checkpointed": "restarting from its checkpoint:"}.get(state, state)
         self._print(f"[{self.finished}/{self.total}] {label} {name}{tries} {duration:.1f}s{detail}")
 
     def node_cached(self, name: str) -> None:

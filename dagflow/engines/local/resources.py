@@ -84,9 +84,13 @@ def discover_gpus() -> tuple[Gpu, ...]:
 
 
 def detect_machine(gpus: str | None, need_gpus: bool) -> Machine:
-    """This machine; nvidia-smi is only asked when no --gpus was given and some node needs a GPU."""
+    """This machine; nvidia-smi is only asked when some node needs a GPU (given --gpus, for the named
+    devices' memory: gpu_memory placement and {gpu.memory_mb} use it)."""
     if gpus is not None:
         found, source = parse_gpu_list(gpus), f"--gpus {gpus}"
+        if need_gpus and found:
+            memory = {gpu.index: gpu.memory_mb for gpu in discover_gpus()}
+            found = tuple(Gpu(gpu.index, memory.get(gpu.index)) for gpu in found)
     elif need_gpus:
         found, source = discover_gpus(), "nvidia-smi"
     else:

@@ -41,8 +41,12 @@ from pathlib import Path
 from types import FrameType
 
 from dagflow.engines.local.cache import NodeCache
+from dagflow.engines.local.gpu_memory import GpuMemoryUnknownError, with_gpu_memory
+from dagflow.engines.local.gpu_sampler import GpuSampler, NvmlReader
 from dagflow.engines.local.graph import DagTracker
 from dagflow.engines.local.keeper import frame, unframe
+from dagflow.engines.local.memory_limit import MEMORY_CHECK_S, MemoryGrowth, group_rss_mb
+from dagflow.engines.local.memory_limit import enforced as memory_enforced
 from dagflow.engines.local.options import (
     RUN_FAILED,
     RUN_INTERRUPTED,
@@ -66,10 +70,12 @@ from dagflow.engines.local.procs import (
 )
 from dagflow.engines.local.reporting import Reporter, RunInfo
 from dagflow.engines.local.resources import Gpu, Machine, ResourcePool
+from dagflow.engines.local.usage_recorder import Measured, UsageRecorder, attempt_key
 from dagflow.errors import DagflowError
 from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, StepInfo
 from dagflow.run.journal import (
     CACHED,
+    CHECKPOINTED,
     FAILED,
     INTERRUPTED,
     PENDING,
@@ -114,6 +120,7 @@ class _Running:
     adopted: bool = False  # started by a runner that died; its keeper is not ours
     keeper: int | None = None  # an adopted node's keeper pid
     pidfd: int | None = None  # an adopted node's pidfd
+    measured: Measured | None = None  # what its keeper measured at its exit
 
 
 def describe_exit(rc: int) -> str:
@@ -142,12 +149,17 @@ class LocalRunner:
         self.forget = forget
         self.jobs = options.jobs or machine.cpus
         self.pool = ResourcePool(machine, self.jobs)
+        self.memory = MemoryGrowth(machine.memory_mb)  # nodes' memory limits, grown after an overrun
+        gpu_reader = NvmlReader.open() if machine.gpus else None
+        self.usage = UsageRecorder(self.layout.run_dir, GpuSampler(gpu_reader), self.jobs)
         self.reporter = options.reporter or Reporter()
         self.workdir = os.path.realpath(plan.workdir)
         self.running: dict[str, _Running] = {}
         self.states: dict[str, str] = {}
         self.keys: dict[str, str] = {}
-        self.attempts: dict[str, int] = {}
+        self.attempts: dict[str, int] = {}  # starts, restarts from a checkpoint included
+        self.failed_tries: dict[str, int] = {}  # failed attempts (what retries count)
+        self.restarts: dict[str, int] = {}  # checkpoint restarts over the whole run (what max_restarts caps)
         self.failures: list[Failure] = []
         self._timers: list[tuple[float, int, str, str, int]] = []  # (when, seq, kind, node, attempt)
         self._seq = itertools.count()
@@ -242,6 +254,9 @@ class LocalRunner:
                     os.waitpid(self.keeper.pid, 0)
             os.close(self._replies_r)
         with contextlib.suppress(OSError):
+            self.usage.flush()
+        self.usage.close()
+        with contextlib.suppress(OSError):
             self.journal.close()
         if self.cache is not None:
             with contextlib.suppress(OSError):
@@ -288,6 +303,7 @@ class LocalRunner:
                 file=sys.stderr,
             )
         done = {name for name in prior.done() if name in self.plan.nodes and name not in self.forget}
+        self.restarts = {name: record.restarts for name, record in prior.nodes.items() if record.restarts}
         for name in done:
             self.states[name] = prior.nodes[name].state
             key = prior.nodes[name].key
@@ -319,17 +335,19 @@ class LocalRunner:
                 if self._stops_handled or not self.tracker.has_ready():
                     break
                 raise RuntimeError("ready nodes fit nowhere although nothing runs")  # infeasible() missed it
+            self.usage.flush()  # before the journal: a node whose end is journaled has its usage record
             self._sync_in = self.journal.commit()  # writes this turn's events before waiting
             if self.cache is not None:
                 self.cache.flush()
             self._wait()
 
         state = RUN_INTERRUPTED if self._stops_handled else RUN_FAILED if self.failures else RUN_SUCCEEDED
+        self.usage.flush()
         self.journal.write({"e": "finish", "s": state}, durable=True)
         self.journal.flush()
         states = {name: self.states.get(name, PENDING) for name in self.plan.nodes}
         for name, node_state in states.items():
-            if node_state == RETRYING:  # stopped before its next attempt
+            if node_state in (RETRYING, CHECKPOINTED):  # stopped before its next attempt
                 states[name] = INTERRUPTED
         result = RunResult(
             run_id=self.layout.run_id,
@@ -405,6 +423,7 @@ class LocalRunner:
         """A _Running for a node an earlier runner started; journals its start if that runner could not."""
         node = self.plan.nodes[name]
         self.attempts[name] = entry.attempt
+        self.failed_tries[name] = max(0, entry.attempt - 1 - self.restarts.get(name, 0))
         if self.cache is not None:
             self.keys[name] = self.cache.key(self.plan, node, [self.keys.get(p, p) for p in node.parents])
         if record is None or record.pid != entry.pid:
@@ -420,6 +439,7 @@ class LocalRunner:
     def _accept(self, name: str, entry: ProcEntry, record: NodeRecord | None) -> None:
         """A node that exited while no runner was alive: its recorded exit is its result."""
         running = self._take_over(name, entry, record, None)
+        running.measured = Measured.of(entry.usage)
         rc = entry.rc if entry.rc is not None else -1
         self._finished(running, rc, describe_exit(rc) if rc else None)
 
@@ -427,6 +447,7 @@ class LocalRunner:
         """A node still running: wait for it (a pidfd says when it exits; its keeper records how)."""
         step = self.plan.steps[self.plan.nodes[name].step]
         running = self._take_over(name, entry, record, self.pool.acquire(step.resources))
+        self.usage.started(name, tuple(gpu.index for gpu in running.gpus), entry.pid)
         self.reporter.node_started(name, entry.attempt, ())
         if step.timeout_s:
             ran = time.time() - record.started if record is not None and record.started else 0.0
@@ -447,6 +468,8 @@ class LocalRunner:
             running.pidfd = None
         rc = self._recorded_exit(running.name, running.pid or 0, running.keeper)
         if rc is not None:
+            recorded = read_procs(self.layout.procs_path).get(running.name)
+            running.measured = Measured.of(recorded.usage if recorded is not None else None)
             self._exited(running, rc)
             return
         # Its keeper died before recording the exit: nothing says how it went, so it runs again.
@@ -499,7 +522,7 @@ class LocalRunner:
             if len(self.running) >= jobs:
                 return
             while queue and len(self.running) < jobs:
-                gpus = self.pool.acquire(step.resources)
+                gpus = self.pool.acquire(self.memory.resources(queue[0], step))
                 if gpus is None:
                     break
                 self._launch(queue.popleft(), step, gpus)
@@ -514,18 +537,25 @@ class LocalRunner:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu.index for gpu in gpus)
         if node.argv and node.argv[0] == DAGFLOW_LAUNCHER and "PYTHONPATH" not in env and "PYTHONPATH" in self._env:
             env["PYTHONPATH"] = self._env["PYTHONPATH"]
-        argv = command_for(node.argv, env)
+        argv = command_for(step.runtime.argv(node.argv), env)  # runtime.python: what `python` means
         running = _Running(name, step, attempt, time.monotonic(), gpus)
         self.running[name] = running
         self.states[name] = RUNNING
+        self.usage.started(name, tuple(gpu.index for gpu in gpus), None)
         try:
+            argv = with_gpu_memory(argv, env, gpus)
             program = resolve_program(argv[0], env.get("PATH") or self._env["PATH"])
+        except GpuMemoryUnknownError as error:
+            self._cannot_start(running, argv[0], str(error))
+            return
         except OSError as error:
             self._cannot_start(running, argv[0], error.strerror or str(error))
             return
         self._outbox.append(frame((name, attempt, program, argv, env)))
         if step.timeout_s:
             self._add_timer(running.started + step.timeout_s, "timeout", name, attempt)
+        if memory_enforced(step):
+            self._add_timer(running.started + MEMORY_CHECK_S, "memory", name, attempt)
         self.reporter.node_started(name, attempt, tuple(gpu.index for gpu in gpus))
 
     def _cannot_start(self, running: _Running, program: str, error: str) -> None:
@@ -559,7 +589,7 @@ class LocalRunner:
         tick = self.reporter.tick_interval
         # Wake up for whichever comes first: the journal's next sync (if it has events waiting), a
         # progress tick, the nearest timer, a poll of adopted nodes.
-        waits = [self._sync_in, tick]
+        waits = [self._sync_in, tick, self.usage.sampler.due_in(now)]
         if self._timers:
             waits.append(self._timers[0][0] - now)
         polling = not _HAS_PIDFD and any(running.adopted for running in self.running.values())
@@ -582,6 +612,7 @@ class LocalRunner:
                     self._adopted_exited(running)
         if self._timers:
             self._fire_timers(time.monotonic())
+        self.usage.sampler.maybe_sample(time.monotonic())
         if tick is not None:
             self.reporter.tick()
 
@@ -602,9 +633,11 @@ class LocalRunner:
             if running is None or running.attempt != attempt or running.adopted:
                 continue
             if kind == "x":
-                self._exited(running, value)
+                running.measured = Measured.from_reply(value)
+                self._exited(running, value[0])
             elif kind == "s":
                 running.pid = value
+                self.usage.pid_known(name, value)
                 # Journaled this turn (its keeper has recorded it in procs.jsonl already).
                 self.journal.write({"e": "start", "n": name, "a": attempt, "pid": value})
                 if running.pending_signal is not None:
@@ -649,8 +682,24 @@ class LocalRunner:
                 continue
             if kind == "timeout":
                 self._terminate(running, "timeout")
+            elif kind == "memory":
+                self._check_memory(running, now)
             else:
                 self._signal(running, signal.SIGKILL)
+
+    def _check_memory(self, running: _Running, now: float) -> None:
+        """Kill a node over its memory limit (memory_limit.py); check again later otherwise."""
+        if running.kill_reason is not None or running.pid is None:
+            if running.kill_reason is None:
+                self._add_timer(now + MEMORY_CHECK_S, "memory", running.name, running.attempt)
+            return
+        used = group_rss_mb(running.pid)
+        if used > self.memory.limit(running.name, running.step):
+            running.kill_reason = "oom"
+            self.memory.peaks[running.name] = used
+            self._signal(running, signal.SIGKILL)
+        else:
+            self._add_timer(now + MEMORY_CHECK_S, "memory", running.name, running.attempt)
 
     # --- finishing ----------------------------------------------------------------------------------
 
@@ -660,6 +709,13 @@ class LocalRunner:
             why = f"timed out after {running.step.timeout_s}s"
         elif running.kill_reason == "interrupt":
             why = "interrupted"
+        elif running.kill_reason == "oom" or (
+            running.kill_reason is None and rc == -signal.SIGKILL and memory_enforced(running.step)
+        ):  # a SIGKILL nobody here sent: the kernel's OOM killer
+            running.kill_reason = "oom"
+            limit = self.memory.limit(running.name, running.step)
+            peak = self.memory.peaks.get(running.name)
+            why = f"out of memory: over its {limit} MB limit" + (f" ({peak:.0f} MB resident)" if peak else "")
         elif rc != 0:
             why = describe_exit(rc)
         self._finished(running, rc, why)
@@ -668,21 +724,53 @@ class LocalRunner:
         """Give back a finished node's slot and resources."""
         del self.running[running.name]
         if running.holds:
-            self.pool.release(running.step.resources, running.gpus)
+            self.pool.release(self.memory.resources(running.name, running.step), running.gpus)
             running.holds = False
+
+    def _checkpointed(self, running: _Running, rc: int) -> bool:
+        """The node exited with its step's checkpoint code, by itself, and may restart once more."""
+        step = running.step
+        return (
+            step.checkpoint_exit_code is not None
+            and rc == step.checkpoint_exit_code
+            and running.kill_reason is None
+            and self.restarts.get(running.name, 0) < step.checkpoint_max_restarts
+        )
 
     def _finished(self, running: _Running, rc: int, why: str | None) -> None:
         name, step, attempt = running.name, running.step, running.attempt
         if self.running.get(name) is running:
             self._free(running)
+        keeper = running.keeper if running.adopted else self.keeper.pid if self.keeper else None
+        devices = tuple(gpu.index for gpu in running.gpus)
+        key = attempt_key(keeper, running.pid)  # None: it never started, and gets no usage record
+        resources = self.memory.resources(name, step)  # what this attempt asked (before any growth)
+        self.usage.finished(
+            name, step.name, attempt, resources, devices, running.measured, key, rc, running.kill_reason
+        )
         duration = time.monotonic() - running.started
         event = {"e": "end", "n": name, "a": attempt, "s": SUCCEEDED, "rc": rc}
+        if rc == step.checkpoint_exit_code and running.kill_reason is None and not self._checkpointed(running, rc):
+            why = f"exit code {rc} after {self.restarts.get(name, 0)} checkpoint restarts (checkpoint.max_restarts)"
         if running.kill_reason == "interrupt":
             state = INTERRUPTED
         elif why is None:
             state = SUCCEEDED
+        elif self._checkpointed(running, rc):
+            state = CHECKPOINTED
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+            why = f"checkpointed (exit code {rc}): restart {self.restarts[name]} of {step.checkpoint_max_restarts}"
+        elif running.kill_reason == "oom" and not self._stops_handled:
+            grown = self.memory.grow(name, step)
+            if grown:  # runs again with more memory: not a failed try that `retries` counts
+                state = "retry"
+                self.failed_tries[name] = self.failed_tries.get(name, 0) - 1
+                why = f"{why}; again with {grown} MB (memory_max {step.resources.memory_max_mb} MB)"
+            else:
+                state = FAILED
+                why = f"{why}, at its memory_max"
         elif (
-            attempt <= step.retries
+            self.failed_tries.get(name, 0) < step.retries
             and not self._stops_handled
             and not (running.kill_reason is None and rc >= 0 and rc in step.retry_unless_exit)
         ):
@@ -696,21 +784,27 @@ class LocalRunner:
         if state == SUCCEEDED and key:
             event["k"] = key
         self.journal.write(event, durable=True)
-        self.reporter.node_finished(name, state, attempt, rc, why, duration)
+        tries = self.failed_tries.get(name, 0) + 1  # restarts from a checkpoint are the same attempt
+        self.reporter.node_finished(name, state, tries, rc, why, duration)
         if state == SUCCEEDED:
             self.states[name] = SUCCEEDED
             if key and self.cache is not None:
                 self.cache.record(key, self.plan, self.plan.nodes[name])
             self._release(self.tracker.succeeded(name))
         elif state == "retry":
+            self.failed_tries[name] = self.failed_tries.get(name, 0) + 1
             self.states[name] = RETRYING
             self.tracker.push(name, front=True)
+        elif state == CHECKPOINTED:  # its checkpoint files stay where it wrote them; it starts again from them
+            self.states[name] = CHECKPOINTED
+            if not self._stops_handled:
+                self.tracker.push(name, front=True)
         elif state == INTERRUPTED:
             self.states[name] = INTERRUPTED
         else:
             self.states[name] = FAILED
             log = self.layout.failure_log(name)
-            self.failures.append(Failure(name, why or describe_exit(rc), attempt, log))
+            self.failures.append(Failure(name, why or describe_exit(rc), self.failed_tries.get(name, 0) + 1, log))
             blocked = self.tracker.failed(name)
             if blocked:
                 for child in blocked:

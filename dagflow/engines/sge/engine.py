@@ -130,7 +130,7 @@ class SgeEngine(EngineBase):
             default=DEFAULT_PE, commands=frozenset({"run", "submit"}), metavar="PE",
         ),
     )  # fmt: skip
-    honours: ClassVar[frozenset[str]] = frozenset({"cpus", "memory", "gpus", "timeout"})
+    honours: ClassVar[frozenset[str]] = frozenset({"cpus", "memory", "gpus", "timeout", "runtime.python"})
 
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
         super().__init__(runs_dir, settings)

@@ -20,7 +20,17 @@ from dagflow.engines.sge import commands
 from dagflow.engines.sge.records import JobRecord, SgeRecords
 from dagflow.engines.slurm.observe import _blocked_nodes, _observe_lock, _run_state, append_events
 from dagflow.plan import Plan
-from dagflow.run.journal import FAILED, INTERRUPTED, PENDING, RETRYING, RUNNING, JournalState, NodeRecord, read_journal
+from dagflow.run.journal import (
+    CHECKPOINTED,
+    FAILED,
+    INTERRUPTED,
+    PENDING,
+    RETRYING,
+    RUNNING,
+    JournalState,
+    NodeRecord,
+    read_journal,
+)
 from dagflow.run.layout import RunLayout
 from dagflow.run.status import HELD, QUEUED, RunStatus
 
@@ -76,7 +86,7 @@ def _lost_nodes(
     lost = [
         name
         for name, record in journal.nodes.items()
-        if record.state in (RUNNING, RETRYING) and name in submitted and name not in queued
+        if record.state in (RUNNING, RETRYING, CHECKPOINTED) and name in submitted and name not in queued
     ]
     if cancelled:
         return [{"e": "end", "n": name, "s": INTERRUPTED, "why": "cancelled"} for name in lost]

@@ -115,7 +115,7 @@ class SlurmEngine(EngineBase):
     name: ClassVar[str] = "slurm"
     summary: ClassVar[str] = "a Slurm cluster: sbatch jobs (arrays where the wiring allows) with dependencies"
     options: ClassVar[tuple[EngineOption, ...]] = ()
-    honours: ClassVar[frozenset[str]] = frozenset({"cpus", "memory", "gpus", "timeout"})
+    honours: ClassVar[frozenset[str]] = frozenset({"cpus", "memory", "gpus", "timeout", "runtime.python"})
 
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
         super().__init__(runs_dir, settings)

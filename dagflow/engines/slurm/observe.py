@@ -28,6 +28,7 @@ from dagflow.engines.slurm import commands
 from dagflow.engines.slurm.records import JobRecord, SlurmRecords
 from dagflow.plan import Plan
 from dagflow.run.journal import (
+    CHECKPOINTED,
     DONE_STATES,
     FAILED,
     INTERRUPTED,
@@ -126,7 +127,7 @@ def _lost_nodes(
     lost = [
         name
         for name, record in journal.nodes.items()
-        if record.state in (RUNNING, RETRYING) and name in refs and name not in queued
+        if record.state in (RUNNING, RETRYING, CHECKPOINTED) and name in refs and name not in queued
     ]
     if not lost:
         return []

@@ -1,0 +1,147 @@
+"""HTCondor's two data modes, and what a node's job receives and sends back when nothing is shared.
+
+shared    jobs run in the pipeline's directory (`should_transfer_files = NO`): every file is visible.
+transfer  nothing is shared: a job runs in its scratch directory on the execute node and receives, by
+          HTCondor file transfer, its declared `inputs` and its command's script files (argv words that
+          are files in the pipeline's directory), at the same relative paths (`preserve_relative_paths`).
+          Its executable is dagflow's node wrapper (node.sh): after a success it checks every declared
+          output (and `metrics`) is there, failing the node with a line naming a missing one, and moves
+          them into an outbox that comes back remapped onto the pipeline's directory; after a failure it
+          sends nothing back, so the command's exit code reaches DAGMan (a missing entry of
+          transfer_output_files would hold the job instead, whatever its exit code). Steps that run
+          dagflow itself (transfer steps, `<step>.publish`, `<step>.promote`) move data between S3 and the
+          submit side, so they run in the local universe on the access point, where the AWS credentials are.
+
+Paths are relative to the pipeline's directory; absolute paths are ones the execute node provides (an
+image, a node-local dataset) and are neither transferred nor rewritten.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from dagflow.engines.condor import escape
+from dagflow.plan.model import Node, Plan, StepInfo
+
+TRANSFER = "transfer"
+SHARED = "shared"
+DATA_MODES = (TRANSFER, SHARED)
+DEFAULT_DATA_MODE = TRANSFER  # a cloud pool shares no filesystem with the access point
+
+INPUTS_MACRO = "DagflowInputs"
+OUTPUTS_MACRO = "DagflowOutputs"
+
+# HTCondor splits transfer lists at commas and trims blanks; no quoting can carry either inside a name.
+_LIST_BREAKERS = re.compile(r"[,\s]")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+# A hold for a file transfer that failed because a file was not there: TransferOutputError (12) or
+# TransferInputError (13), subcode 2 = ENOENT. The job is removed so the node fails (and DAGMan retries)
+# instead of waiting held for ever.
+MISSING_FILE_HOLD = (
+    "(JobStatus == 5) && ((HoldReasonCode =?= 12) || (HoldReasonCode =?= 13)) && (HoldReasonSubCode =?= 2)"
+)
+
+
+class DataModeError(ValueError):
+    pass
+
+
+def check_data_mode(mode: str) -> str:
+    if mode not in DATA_MODES:
+        raise DataModeError(f"unknown data mode {mode!r}; choose one of {', '.join(DATA_MODES)}")
+    return mode
+
+
+def resolve_data_mode(flag: str | None, plan: Plan) -> str:
+    """--data-mode, else the pipeline's `condor: {data_mode}`, else transfer."""
+    declared = plan.engine_defaults.get("condor", {}).get("data_mode")
+    return check_data_mode(flag or declared or DEFAULT_DATA_MODE)
+
+
+def runs_on_access_point(step: StepInfo) -> bool:
+    """Steps that run dagflow's own S3/submit-side data movers (transfer, publish, promote)."""
+    return step.kind == "transfer"
+
+
+def is_url(path: str) -> bool:
+    return bool(_URL.match(path))
+
+
+def _relative(path: str, what: str) -> str | None:
+    """The path as HTCondor should name it in the sandbox, or None when it is not transferred
+    (a URL, or an absolute path the execute node provides)."""
+    if is_url(path) or path.startswith("/"):
+        return None
+    normal = posixpath.normpath(path)  # also drops a trailing '/': `dir/` would send only dir's contents
+    if normal == "." or normal == ".." or normal.startswith("../"):
+        raise ValueError(f"{what} {path!r} is outside the pipeline's directory: transfer mode cannot place it "
+                         "in the job's directory (give a path inside it, or an absolute one the node has)")
+    return normal
+
+
+def script_files(argv: list[str], workdir: Path, known: dict[str, bool] | None = None) -> list[str]:
+    """The argv words (or `--opt=VALUE` values) that name files in the pipeline's directory now: the
+    command's scripts and configuration files. `known` caches the answers for one compile (the nodes of a
+    step share most words, and a 100k-node plan would otherwise stat a million paths)."""
+    known = {} if known is None else known
+    found = []
+    for word in argv:
+        candidate = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
+        if not candidate or candidate.startswith(("-", "/")) or is_url(candidate):
+            continue
+        normal = posixpath.normpath(candidate)
+        if normal.startswith("../") or normal in (".", ".."):
+            continue
+        is_file = known.get(normal)
+        if is_file is None:
+            is_file = known[normal] = _is_file(workdir / normal)
+        if is_file:
+            found.append(normal)
+    return found
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a word too long to be a file name, or holding a NUL
+        return False
+
+
+def node_inputs(node: Node, workdir: Path, known: dict[str, bool] | None = None) -> list[str]:
+    """What the node's job receives: declared inputs, then script files, each once (known: see script_files)."""
+    paths = [_relative(path, "input") for path in node.inputs]
+    paths += script_files(node.argv, workdir, known)
+    return _unique(paths)
+
+
+def node_outputs(node: Node) -> list[str]:
+    """What the node's job sends back: declared outputs and the metrics file, each once."""
+    paths = []
+    for path in [*node.outputs, *([node.metrics] if node.metrics else [])]:
+        relative = _relative(path, "output")
+        if relative is None and not is_url(path):
+            raise ValueError(f"output {path!r} is an absolute path: in transfer mode a job writes in its own "
+                             "directory and only relative outputs come back")
+        paths.append(relative)
+    # a directory before what lies inside it: the wrapper moves the directory, and its contents with it
+    return sorted(_unique(paths), key=lambda path: path.count("/"))
+
+
+def _unique(paths: Iterable[str | None]) -> list[str]:
+    return list(dict.fromkeys(path for path in paths if path is not None))
+
+
+def file_list(paths: list[str], what: str) -> str:
+    """A transfer_input_files / transfer_output_files value: names joined by commas, `$` made inert.
+    A name holding a comma or whitespace cannot be carried by the list and is refused."""
+    for path in paths:
+        escape.check_text(path, what)
+        bad = _LIST_BREAKERS.search(path)
+        if bad:
+            raise ValueError(f"{what} {path!r} contains {bad.group()!r}: HTCondor's file transfer lists are "
+                             "comma-separated, so names with commas or blanks cannot be transferred; rename it")
+    return escape.inert_dollars(",".join(paths), what)
+

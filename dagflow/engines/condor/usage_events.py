@@ -1,0 +1,297 @@
+"""What each node job used on HTCondor, from the nodes' job event log, into the run's usage.jsonl.
+
+A node's job runs in segments: from an execute event (001) to the event that ends the run, one of
+terminated (005), evicted (004) or held while running (012). Each segment is one usage record:
+
+- terminated: the event's own Usage / Request / Allocated table (`CpusUsage`, `RequestCpus`, `Cpus`;
+  `MemoryUsage`, `RequestMemory`, `Memory` in MB; `DiskUsage`, `RequestDisk`, `Disk` in KB; `GPUs`,
+  `RequestGPUs`), its `RunRemoteUsage` (user and system CPU time of the run, whole seconds) and
+  `TimeExecuteUsage`; `GPUsMemoryUsage` and `GPUsUsage` where the pool monitors GPUs;
+- evicted or held: the latest image-size event's `MemoryUsage` (HTCondor's peak resident set while the
+  job ran, sampled every STARTER_UPDATE_INTERVAL), the evicted event's run usage, the allocation of the
+  execute event, and reason `evicted` or `held: <HoldReason>`; dagflow's own memory hold (code 3,
+  subcode 1717, see the submit writer) is reason `oom`.
+
+The host and slot come from the execute event (`SlotName` slot@host). The record's `key` is the job's
+cluster id (with the segment's event for an evicted or held one), so a segment is recorded once however
+often, and however concurrently, status reads the log; `attempt` numbers a node's segments in log order.
+Times are the events' (whole seconds): wall_s is TimeExecuteUsage where given, else execute to end.
+
+The log is parsed with htcondor2.JobEventLog only when a cheap scan of it finds an event that ends a
+segment and has no record yet, and then only the events of those jobs.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from dagflow.engines.condor import events as ev
+from dagflow.plan import Plan
+from dagflow.run.usage import (
+    HELD_PREFIX,
+    REASON_EVICTED,
+    REASON_KILLED,
+    REASON_OOM,
+    NodeUsage,
+    read_usage,
+    record_usages_once,
+    requested_of,
+)
+
+IMAGE_SIZE = 6
+KB_PER_MB = 1024
+# dagflow's periodic hold of a job over its memory (submit_writer.py): HoldReasonCode 3, this subcode
+MEMORY_HOLD_SUBCODE = 1717
+_END = b"\n...\n"  # what ends every event
+_ENDING = re.compile(rb"(?:^|\n)(00[45]|012) \((\d+)\.")
+_USAGE = re.compile(r"Usr (\d+) (\d+):(\d+):(\d+), Sys (\d+) (\d+):(\d+):(\d+)")
+
+
+@dataclass(slots=True)
+class _Job:
+    node: str
+    started: float | None = None
+    host: str | None = None
+    slot: str | None = None
+    allocated: dict[str, float] = field(default_factory=dict)
+    memory_mb: float | None = None  # the latest image-size event's MemoryUsage in this run
+    evictions: int = 0
+    holds: int = 0
+
+
+def segment_keys(data: bytes) -> set[str]:
+    """The keys every segment-ending event in the log would have (a cheap scan, no parsing of bodies)."""
+    keys: set[str] = set()
+    counts: dict[tuple[bytes, bytes], int] = {}
+    for code, cluster in _ENDING.findall(data):
+        if code == b"005":
+            keys.add(cluster.decode())
+            continue
+        count = counts[code, cluster] = counts.get((code, cluster), 0) + 1
+        keys.add(_segment_key(int(cluster), "evicted" if code == b"004" else "held", count))
+    return keys
+
+
+def _segment_key(cluster: int, kind: str, count: int) -> str:
+    return f"{cluster}.{kind}{count}"
+
+
+def record_condor_usage(run_dir: Path, plan: Plan, event_log: Path) -> int:
+    """Append the records of segments the log ends and usage.jsonl lacks; how many were appended.
+
+    Only the events of the jobs with a new segment are parsed (a big run's log holds hundreds of
+    thousands); a node's new records are numbered on from its recorded ones.
+    """
+    try:
+        data = event_log.read_bytes()
+    except FileNotFoundError:
+        return 0
+    recorded = [record for record in read_usage(run_dir) if record.engine == "condor"]
+    done = {record.key for record in recorded}
+    new = segment_keys(data) - done
+    if not new:
+        return 0
+    clusters = {key.split(".", 1)[0].encode() for key in new}
+    fresh = [record for record in usage_records(_events_of(data, clusters, event_log), plan) if record.key not in done]
+    attempts = Counter(record.node for record in recorded)
+    numbered = []
+    for record in fresh:
+        attempts[record.node] += 1
+        numbered.append(replace(record, attempt=attempts[record.node]))
+    return record_usages_once(run_dir, numbered)
+
+
+def _events_of(data: bytes, clusters: set[bytes], event_log: Path) -> list[Any]:
+    """The complete events of these jobs, parsed by htcondor2.JobEventLog (from a copy holding only them)."""
+    import htcondor2
+
+    chunks = data.split(_END)[:-1]  # the last piece is empty, or an event still being written
+    picked = [chunk for chunk in chunks if chunk[5 : chunk.find(b".", 5)].lstrip(b"\n") in clusters]
+    with tempfile.TemporaryDirectory(prefix="dagflow-usage-") as directory:
+        path = Path(directory) / "events.log"
+        path.write_bytes(b"".join(chunk.lstrip(b"\n") + _END for chunk in picked))
+        try:
+            return list(htcondor2.JobEventLog(str(path)).events(0))
+        except htcondor2.HTCondorException as error:
+            raise ValueError(f"{event_log}: {error}") from None
+
+
+def usage_records(events: Iterable[Any], plan: Plan) -> list[NodeUsage]:
+    """One record per segment, in log order, from JobEventLog events."""
+    jobs: dict[int, _Job] = {}
+    attempts: dict[str, int] = {}
+    records: list[NodeUsage] = []
+    for event in events:
+        code = int(event.type)
+        cluster = event.cluster
+        if code == ev.SUBMIT:
+            name = _node_name(event)
+            if name is not None and name in plan.nodes:
+                jobs[cluster] = _Job(name)
+            continue
+        job = jobs.get(cluster)
+        if job is None:
+            continue
+        if code == ev.EXECUTE:
+            job.started = float(event.timestamp)
+            job.slot = _str(event.get("SlotName"))
+            job.host = job.slot.split("@", 1)[1] if job.slot and "@" in job.slot else _alias(event.get("ExecuteHost"))
+            job.allocated = _execute_allocation(event.get("ExecuteProps"))
+            job.memory_mb = None
+        elif code == IMAGE_SIZE and job.started is not None:
+            job.memory_mb = _number(event.get("MemoryUsage"))
+        elif code in (ev.TERMINATED, ev.EVICTED, ev.HELD):
+            if code == ev.EVICTED:
+                job.evictions += 1
+            elif code == ev.HELD:
+                job.holds += 1
+            if job.started is None:  # held while idle: nothing ran
+                continue
+            attempts[job.node] = attempt = attempts.get(job.node, 0) + 1
+            records.append(_record(event, code, cluster, job, attempt, plan))
+            job.started = None
+    return records
+
+
+def _record(event: Any, code: int, cluster: int, job: _Job, attempt: int, plan: Plan) -> NodeUsage:
+    ended = float(event.timestamp)
+    started = job.started
+    step = plan.nodes[job.node].step
+    requested = requested_of(plan.steps[step].resources)
+    allocated = dict(job.allocated)
+    extra: dict[str, float | str] = {"cluster": str(cluster)}
+    wall = ended - started if started is not None else None
+    cpu = _cpu_seconds(event.get("RunRemoteUsage"))
+    peak = job.memory_mb
+    gpu_memory = gpu_utilization = None
+    exit_code: int | None = None
+    reason: str | None = None
+    if code == ev.TERMINATED:
+        key = str(cluster)
+        for name, unit in (("Cpus", 1), ("Memory", 1), ("Disk", KB_PER_MB), ("GPUs", 1)):
+            asked, given = _number(event.get(f"Request{name}")), _number(event.get(name))
+            field_name = _FIELDS[name]
+            if asked is not None:
+                requested[field_name] = asked / unit
+            if given is not None:
+                allocated[field_name] = given / unit
+        peak = _number(event.get("MemoryUsage"))
+        if peak is None:
+            peak = job.memory_mb
+        disk = _number(event.get("DiskUsage"))
+        if disk is not None:
+            extra["disk_used_mb"] = round(disk / KB_PER_MB, 1)
+        cpus_used = _number(event.get("CpusUsage"))
+        if cpus_used is not None:
+            extra["cpus_usage"] = cpus_used
+        executed = _number(event.get("TimeExecuteUsage"))
+        if executed is not None and executed > 0:
+            wall = executed
+        gpu_memory = _number(event.get("GPUsMemoryUsage"))
+        gpus_usage = _number(event.get("GPUsUsage"))
+        if gpus_usage is not None:
+            gpu_utilization = round(100 * gpus_usage / max(allocated.get("gpus", 1) or 1, 1), 1)
+        if event.get("TerminatedNormally"):
+            exit_code = int(event["ReturnValue"])
+        else:
+            signal = _number(event.get("TerminatedBySignal"))
+            exit_code = -int(signal) if signal is not None else None
+            reason = REASON_KILLED
+    elif code == ev.EVICTED:
+        key = _segment_key(cluster, "evicted", job.evictions)
+        reason = REASON_EVICTED
+    else:
+        key = _segment_key(cluster, "held", job.holds)
+        subcode = event.get("HoldReasonSubCode")
+        if event.get("HoldReasonCode") == 3 and subcode == MEMORY_HOLD_SUBCODE:
+            reason = REASON_OOM
+        else:
+            reason = HELD_PREFIX + (_str(event.get("HoldReason")) or "no reason given")
+        hold_reason = _str(event.get("HoldReason"))
+        if hold_reason:
+            extra["hold_reason"] = hold_reason
+    return NodeUsage(
+        node=job.node,
+        step=step,
+        attempt=attempt,
+        engine="condor",
+        started=started,
+        ended=ended,
+        wall_s=wall,
+        cpu_s=cpu,
+        peak_memory_mb=peak,
+        gpu_memory_peak_mb=gpu_memory,
+        gpu_utilization_pct=gpu_utilization,
+        host=job.host,
+        slot=job.slot,
+        requested=requested,
+        allocated=allocated,
+        exit_code=exit_code,
+        reason=reason,
+        extra=extra,
+        key=key,
+    )
+
+
+_FIELDS = {"Cpus": "cpus", "Memory": "memory_mb", "Disk": "disk_mb", "GPUs": "gpus"}
+
+
+def _execute_allocation(props: Any) -> dict[str, float]:
+    """What the execute event's ExecuteProps say the slot gave the job (Disk in KB)."""
+    allocated: dict[str, float] = {}
+    if props is None:
+        return allocated
+    for name, unit in (("Cpus", 1), ("Memory", 1), ("Disk", KB_PER_MB), ("GPUs", 1)):
+        try:
+            value = _number(props.get(name))
+        except (AttributeError, TypeError):
+            return allocated
+        if value is not None:
+            allocated[_FIELDS[name]] = value / unit
+    return allocated
+
+
+def _node_name(event: Any) -> str | None:
+    structured = event.get("StructuredNotes")  # HTCondor 25: [ DAGNodeName = "..."; ... ]
+    if structured is not None and "DAGNodeName" in structured:
+        return str(structured["DAGNodeName"])
+    notes = event.get("LogNotes") or ""
+    if notes.startswith("DAG Node: "):
+        return notes[len("DAG Node: ") :].strip()
+    return None
+
+
+def _cpu_seconds(text: Any) -> float | None:
+    """`Usr D HH:MM:SS, Sys D HH:MM:SS` as seconds of user plus system time."""
+    match = _USAGE.search(text) if isinstance(text, str) else None
+    if match is None:
+        return None
+    d1, h1, m1, s1, d2, h2, m2, s2 = (int(part) for part in match.groups())
+    return float((d1 + d2) * 86400 + (h1 + h2) * 3600 + (m1 + m2) * 60 + s1 + s2)
+
+
+def _alias(sinful: Any) -> str | None:
+    """The host of a sinful string `<127.0.0.1:40133?addrs=...&alias=vm>`: its alias, else its address."""
+    if not isinstance(sinful, str):
+        return None
+    alias = re.search(r"alias=([^&>]+)", sinful)
+    if alias:
+        return alias.group(1)
+    address = re.match(r"<([^:>?]+)", sinful)
+    return address.group(1) if address else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,15 @@
+"""{gpu.memory_mb} for a local node: the detected memory of the GPUs it was given (the smallest of several)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dagflow.engines.local.resources import Gpu
+from dagflow.resources.gpu_memory import GpuMemoryUnknownError
+from dagflow.resources.gpu_memory import with_gpu_memory as _fill
+
+__all__ = ["GpuMemoryUnknownError", "with_gpu_memory"]
+
+
+def with_gpu_memory(argv: list[str], env: dict[str, str], gpus: Sequence[Gpu]) -> list[str]:
+    return _fill(argv, env, [(gpu.index, gpu.memory_mb) for gpu in gpus])

@@ -1,0 +1,124 @@
+"""Everything a run report shows, read from the run directory through the engine-neutral readers.
+
+Node states come from the engine that made the run (`read_run_status`), resources from usage.jsonl,
+metrics from the nodes' metrics files, promotion verdicts from `promotions/`, and, for a search's
+trial run, the search's trials from its database.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dagflow.plan import Plan
+from dagflow.run.journal import NodeRecord
+from dagflow.run.layout import SEARCH_TRIAL_FILE, RunLayout
+from dagflow.run.status import RunStatus, read_run_status
+from dagflow.run.usage import NodeUsage, read_usage
+
+MAX_METRICS_FILES = 2000  # metrics files read per report: each is a file to open
+
+
+@dataclass(slots=True)
+class RunReport:
+    run_id: str
+    run_dir: Path
+    pipeline: str
+    engine: str
+    state: str
+    started: float | None
+    finished: float | None
+    plan: Plan
+    states: dict[str, str]
+    records: dict[str, NodeRecord]
+    counts: dict[str, int]
+    usage: list[NodeUsage]
+    notes: list[str]
+    metrics: dict[str, dict[str, Any]]  # node -> its metrics file's (last) object
+    metrics_skipped: int  # nodes with a metrics file past MAX_METRICS_FILES
+    promotions: list[dict[str, Any]]
+    search: dict[str, Any] | None = None  # the search's summary (dagflow.search.report.summarise)
+    made: float = field(default_factory=time.time)
+
+
+def collect(status: RunStatus, search_db: Path | None = None) -> RunReport:
+    from dagflow.promote.verdict import promotion_records
+
+    layout = status.layout
+    states = status.node_states()
+    metrics, skipped = read_metrics(status.plan)
+    return RunReport(
+        run_id=status.run_id,
+        run_dir=layout.run_dir,
+        pipeline=status.plan.pipeline,
+        engine=status.engine,
+        state=status.state,
+        started=status.journal.started,
+        finished=status.journal.finished_at,
+        plan=status.plan,
+        states=states,
+        records=status.journal.nodes,
+        counts=status.counts(),
+        usage=read_usage(layout.run_dir),
+        notes=list(status.notes),
+        metrics=metrics,
+        metrics_skipped=skipped,
+        promotions=promotion_records(layout.run_dir, states),
+        search=search_of_run(layout, search_db) if search_db is not None else None,
+    )
+
+
+def collect_run(layout: RunLayout, search_db: Path | None = None) -> RunReport:
+    return collect(read_run_status(layout), search_db)
+
+
+def read_metrics(plan: Plan) -> tuple[dict[str, dict[str, Any]], int]:
+    """Each node's metrics (the file's object, or its last JSON line); missing or unreadable files are left out."""
+    from dagflow.search.progress import last_object
+
+    workdir = Path(plan.workdir)
+    found: dict[str, dict[str, Any]] = {}
+    with_metrics = [node for node in plan.nodes.values() if node.metrics]
+    for node in with_metrics[:MAX_METRICS_FILES]:
+        path = Path(node.metrics or "")
+        if not path.is_absolute():
+            path = workdir / path
+        try:
+            data = last_object(path.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            found[node.name] = data
+    return found, max(0, len(with_metrics) - MAX_METRICS_FILES)
+
+
+def search_of_run(layout: RunLayout, db: Path) -> dict[str, Any] | None:
+    """The summary of the search a trial run belongs to, when its trial.json and the database say so."""
+    import json
+
+    try:
+        owner = json.loads((layout.run_dir / SEARCH_TRIAL_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(owner, dict) or not isinstance(owner.get("search"), str):
+        return None
+    summary = search_summary(db, owner["search"])
+    if summary is not None:
+        summary["this_trial"] = {"number": owner.get("number"), "region": owner.get("region") or None}
+    return summary
+
+
+def search_summary(db: Path, name: str) -> dict[str, Any] | None:
+    from dagflow.search.report import summarise
+    from dagflow.search.store import SearchStore
+
+    if not db.is_file():
+        return None
+    store = SearchStore(db)
+    try:
+        record = store.search(name)
+        return None if record is None else summarise(record, store.trials(name))
+    finally:
+        store.close()

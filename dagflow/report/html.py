@@ -1,0 +1,258 @@
+"""The run report as one self-contained HTML page (inline CSS, SVG and one small script, nothing fetched):
+the DAG, the timeline, resources per step, metrics and promotions per region, the search, the nodes."""
+
+from __future__ import annotations
+
+import json
+
+from dagflow.report.collect import RunReport
+from dagflow.report.dag_layout import MAX_BOXES, DagLayout, layout_plan
+from dagflow.report.page import (
+    TEXT_CELL,
+    duration_text,
+    number_text,
+    page,
+    share_bar,
+    state_badge,
+    utc_time,
+    value_cell,
+)
+from dagflow.report.resources import size_text, step_uses, waste_lines
+from dagflow.report.search_html import search_section
+from dagflow.report.svg import dag_svg, esc, legend_html
+from dagflow.report.timeline import place_name, spans_of, step_colours, timeline_svg
+from dagflow.run.usage import latest_by_node
+
+METRIC_COLUMNS = 12
+METRIC_ROWS = 2000
+OPEN_NODE_TABLE = 200  # node tables up to this size start unfolded
+FIT_WIDTH = 1100  # px: wider DAG pictures start scaled down to the page
+
+
+def _header(report: RunReport) -> str:
+    total = len(report.plan.nodes)
+    elapsed = (report.finished or report.made) - report.started if report.started else None
+    counts = " · ".join(f"{n} {esc(state.replace('_', '-'))}" for state, n in report.counts.items())
+    return (
+        f"<header><h1>Run {esc(report.run_id)}</h1><div class=\"meta\">pipeline <b>{esc(report.pipeline)}</b> · "
+        f"engine {esc(report.engine)} · <b>{esc(report.state)}</b> · {total} nodes ({counts}) · "
+        f"started {utc_time(report.started)} · took {duration_text(elapsed)}</div>"
+        f'<div class="meta">{esc(report.run_dir)}</div></header>'
+    )
+
+
+def _nav(report: RunReport) -> str:
+    links = [("dag", "DAG"), ("timeline", "Timeline"), ("resources", "Resources")]
+    if report.metrics or report.promotions:
+        links.append(("regions", "Metrics & promotions"))
+    if report.search is not None:
+        links.append(("search", "Search"))
+    links.append(("nodes", "Nodes"))
+    return "<nav>" + "".join(f'<a href="#{anchor}">{text}</a>' for anchor, text in links) + "</nav>"
+
+
+def _dag_section(report: RunReport) -> str:
+    layout = layout_plan(report.plan, MAX_BOXES)
+    legend = legend_html(report.states)
+    if not layout.grouped:
+        picture = _dag_picture(layout, report.states, "dag-nodes")
+        return f'<section id="dag"><h2>DAG</h2>{legend}<p class="muted">One box per node.</p>{picture}</section>'
+    parts = [f'<section id="dag"><h2>DAG</h2>{legend}']
+    overview = layout_plan(report.plan, len(report.plan.steps))
+    if len(overview.boxes) < len(layout.boxes):
+        parts.append(
+            f'<p class="muted">{layout.nodes} nodes, one box per step; each bar shows its nodes\' states '
+            "(hover for counts).</p>" + _dag_picture(overview, report.states, "dag-steps")
+        )
+    axes = sorted({axis for box in layout.boxes for axis in box.coords})
+    by = "step" + "".join(f" and {esc(axis)}" for axis in axes)
+    opened = "" if len(overview.boxes) < len(layout.boxes) else " open"
+    parts.append(
+        f"<details{opened}><summary>{layout.nodes} nodes as {len(layout.boxes)} boxes, grouped by {by}</summary>"
+        f'{_dag_picture(layout, report.states, "dag-groups")}</details>'
+        '<p class="muted">Every node is in the node table below.</p></section>'
+    )
+    return "".join(parts)
+
+
+def _dag_picture(layout: DagLayout, states: dict[str, str], ident: str) -> str:
+    fit = layout.width > FIT_WIDTH
+    toggle = (
+        f'<label class="muted"><input type="checkbox" class="dag-fit" data-for="{ident}"{" checked" if fit else ""}>'
+        " fit to width</label>"
+    )
+    return f'{toggle}<div class="scroll{" fit" if fit else ""}" id="{ident}">{dag_svg(layout, states, ident)}</div>'
+
+
+def _timeline_section(report: RunReport) -> str:
+    steps = {name: node.step for name, node in report.plan.nodes.items()}
+    spans = spans_of(report.usage, report.records, steps)
+    hosts = len({span.host for span in spans})
+    lead = (
+        f'<p class="muted">{len(spans)} attempts on {hosts} machine{"s" if hosts != 1 else ""}; one lane per slot '
+        "(lanes are packed where the engine names no slot); a red outline marks a failed attempt.</p>"
+    )
+    in_order = dict.fromkeys(node.step for node in report.plan.nodes.values())  # steps in DAG order
+    picture = timeline_svg(spans, step_colours(in_order))
+    return f'<section id="timeline"><h2>Timeline</h2>{lead}{picture}</section>'
+
+
+def _resources_section(report: RunReport) -> str:
+    uses = step_uses(report.plan, report.usage)
+    rows = []
+    callouts = []
+    for use in uses:
+        walls = sorted(use.wall_s)
+        median = walls[len(walls) // 2] if walls else None
+        gpu_mem = (
+            f"{size_text(use.gpu_memory_mb) if use.gpu_memory_mb else '—'} / "
+            f"{size_text(use.peak_gpu_memory) if use.peak_gpu_memory is not None else '—'}"
+        )
+        rows.append(
+            f"<tr><td>{esc(use.step)}</td><td class=\"num\">{use.nodes}</td><td class=\"num\">{use.attempts}</td>"
+            f"<td class=\"num\" data-v=\"{use.cpus}\">{use.cpus:g} / {number_text(use.mean_cores, 3)}</td>"
+            f"<td class=\"num\" data-v=\"{use.memory_mb}\">{size_text(use.memory_mb)} / "
+            f"{size_text(use.peak_memory) if use.peak_memory is not None else '—'}</td>"
+            f"<td>{share_bar(use.peak_memory, use.memory_mb)}</td>"
+            f"<td class=\"num\">{use.gpus:g}</td><td class=\"num\">{gpu_mem}</td>"
+            f"<td class=\"num\">{number_text(use.mean_gpu_utilization, 3)}</td>"
+            f"<td class=\"num\" data-v=\"{median or 0}\">{duration_text(median)} / "
+            f"{duration_text(walls[-1] if walls else None)}</td>{_placement_cell(report, use.step)}</tr>"
+        )
+        for line in waste_lines(use):
+            callouts.append(f"<li><b>{esc(use.step)}</b>: {esc(line)}</li>")
+    measured = sum(use.attempts for use in uses)
+    lead = (
+        f'<p class="muted">{measured} measured attempts (usage.jsonl). Requested / used: CPUs asked / cores busy on '
+        "average (CPU time ÷ wall time), memory asked / the highest peak of any attempt, GPU memory likewise.</p>"
+    )
+    if not measured:
+        lead = '<p class="muted">No usage records in this run (usage.jsonl is empty or missing): requests only.</p>'
+    waste = '<p class="muted">No request went mostly unused.</p>'
+    if callouts:
+        waste = f'<ul class="waste">{"".join(callouts)}</ul>'
+    table = (
+        '<table class="sortable"><thead><tr><th>step</th><th>nodes</th><th>attempts</th><th>CPUs asked / used</th>'
+        "<th>memory asked / peak</th><th>peak vs request</th><th>GPUs</th><th>GPU memory asked / peak</th>"
+        "<th>GPU util %</th><th>wall median / max</th><th>auto requests, requirements, ClassAds</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+    return f'<section id="resources"><h2>Resources per step: used against requested</h2>{lead}{waste}{table}</section>'
+
+
+def _placement_cell(report: RunReport, step_name: str) -> str:
+    step = report.plan.steps.get(step_name)
+    if step is None:
+        return "<td></td>"
+    parts = [f"{name} auto = {note}" for name, note in step.resource_notes.items()]
+    parts += [step.requirements] if step.requirements else []
+    parts += [f"{name} = {json.dumps(value, ensure_ascii=False)}" for name, value in step.classads.items()]
+    text = "; ".join(parts)
+    most = 3 * TEXT_CELL
+    shown = text if len(text) <= most else text[: most - 1] + "…"
+    return f'<td title="{esc(text)}">{esc(shown)}</td>'
+
+
+def _regions_section(report: RunReport) -> str:
+    if not report.metrics and not report.promotions:
+        return ""
+    plan = report.plan
+    axes = [axis for step in plan.steps.values() for axis in step.axes]
+    first_axis = axes[0] if axes else None
+    keys: list[str] = []
+    for data in report.metrics.values():
+        for key, value in data.items():
+            scalar = not isinstance(value, dict | list)
+            if scalar and key not in keys and key not in axes and len(keys) < METRIC_COLUMNS:
+                keys.append(key)
+    names = list(report.metrics)
+    if first_axis:
+        names.sort(key=lambda name: (plan.nodes[name].coords.get(first_axis, ""), name))
+    rows = []
+    for name in names[:METRIC_ROWS]:
+        node = plan.nodes[name]
+        group = f"<td>{esc(node.coords.get(first_axis, ''))}</td>" if first_axis else ""
+        cells = "".join(value_cell(report.metrics[name].get(key)) for key in keys)
+        rows.append(f"<tr>{group}<td>{esc(name)}</td>{cells}</tr>")
+    parts = [f'<section id="regions"><h2>Per {esc(first_axis or "node")}: metrics and promotions</h2>']
+    if rows:
+        header = (f"<th>{esc(first_axis)}</th>" if first_axis else "") + "<th>node</th>"
+        header += "".join(f"<th>{esc(key)}</th>" for key in keys)
+        parts.append(
+            f'<h3>Metrics</h3><table class="sortable"><thead><tr>{header}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>'
+        )
+        hidden = max(0, len(names) - METRIC_ROWS) + report.metrics_skipped
+        if hidden:
+            parts.append(f'<p class="muted">{hidden} more nodes with metrics not shown.</p>')
+    if report.promotions:
+        rows = []
+        for record in report.promotions:
+            verdict = str(record.get("verdict", ""))
+            rows.append(
+                f"<tr><td>{esc(record.get('label', ''))}</td><td class=\"verdict-{esc(verdict)}\">{esc(verdict)}</td>"
+                f"<td>{esc(record.get('metric') or '')}</td>"
+                f"{value_cell(record.get('new'))}{value_cell(record.get('old'))}"
+                f"<td>{esc(record.get('reason') or '')}</td><td>{esc(record.get('pointer') or '')}</td></tr>"
+            )
+        parts.append(
+            '<h3>Promotion verdicts</h3><table class="sortable"><thead><tr><th>where</th><th>verdict</th>'
+            "<th>metric</th>"
+            f"<th>new</th><th>old</th><th>reason</th><th>pointer</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        )
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _nodes_section(report: RunReport) -> str:
+    latest = latest_by_node(report.usage)
+    rows = []
+    for name, node in report.plan.nodes.items():
+        record = report.records.get(name)
+        state = report.states.get(name, "pending")
+        used = latest.get(name)
+        started = record.started if record else None
+        ended = record.ended if record else None
+        took = ended - started if started is not None and ended is not None else None
+        coords = " ".join(f"{axis}={value}" for axis, value in node.coords.items())
+        where = place_name(used.host, used.slot) if used else ""
+        rows.append(
+            f"<tr><td>{esc(name)}</td><td>{esc(node.step)}</td><td>{esc(coords)}</td>"
+            f"<td data-v=\"{esc(state)}\">{state_badge(state)}</td>"
+            f"<td class=\"num\">{record.attempts if record else 0}</td>"
+            f"<td class=\"num\">{'' if not record or record.rc is None else record.rc}</td>"
+            f"<td class=\"num\" data-v=\"{took if took is not None else ''}\">{duration_text(took)}</td>"
+            f"<td class=\"num\" data-v=\"{used.peak_memory_mb if used and used.peak_memory_mb is not None else ''}\">"
+            f"{size_text(used.peak_memory_mb) if used and used.peak_memory_mb is not None else '—'}</td>"
+            f"<td class=\"num\">{number_text(used.cpu_s, 3) if used else '—'}</td><td>{esc(where)}</td>"
+            f"<td>{esc((record.why if record else None) or (used.reason if used else None) or '')}</td></tr>"
+        )
+    total = len(rows)
+    opened = " open" if total <= OPEN_NODE_TABLE else ""
+    return (
+        f'<section id="nodes"><h2>Nodes</h2><details{opened}><summary>{total} nodes (click a column to sort)'
+        f'</summary><input id="node-filter" type="search" placeholder="filter: words that must all appear"> '
+        f'<span class="muted"><span id="node-count">{total}</span> shown</span><div class="scroll">'
+        '<table class="sortable" id="node-table"><thead><tr><th>node</th><th>step</th><th>coordinates</th>'
+        "<th>state</th><th>attempts</th><th>exit</th><th>took</th><th>peak memory</th><th>CPU s</th><th>where</th>"
+        f"<th>why</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div></details></section>"
+    )
+
+
+def _notes(report: RunReport) -> str:
+    if not report.notes:
+        return ""
+    return '<ul class="notes">' + "".join(f"<li>{esc(note)}</li>" for note in report.notes) + "</ul>"
+
+
+def render_run(report: RunReport) -> str:
+    sections = [
+        _notes(report),
+        _dag_section(report),
+        _timeline_section(report),
+        _resources_section(report),
+        _regions_section(report),
+        search_section(report.search) if report.search is not None else "",
+        _nodes_section(report),
+    ]
+    return page(f"dagflow run {report.run_id}", _header(report), _nav(report), "".join(sections))

@@ -1,0 +1,322 @@
+"""What each node attempt used: `usage.jsonl` in the run dir, one JSON object per finished node attempt.
+
+Every engine writes here: the local keeper when it reaps a node (wait4's rusage), the batch node
+wrapper on Slurm / Grid Engine (the run dir is shared with the execute hosts), and `dagflow status` /
+the waiting runner on HTCondor when it reads a node's terminated event. A record is one line holding
+the `NodeUsage` fields by name, e.g.
+
+    {"node": "train[lr=0.1]", "step": "train", "attempt": 1, "engine": "local", "started": 1764...,
+     "ended": 1764..., "wall_s": 12.5, "cpu_s": 11.9, "peak_memory_mb": 812.3, ...,
+     "requested": {"cpus": 2, "memory_mb": 2048}, "allocated": {}, "exit_code": 0, "reason": null,
+     "extra": {}, "key": null}
+
+Durability: a record is appended with one write(2) on an O_APPEND descriptor, so concurrent writers
+(the keeper, many batch wrappers, concurrent `dagflow status`) never interleave within a line on a
+local file system, nor on a shared one whose appends are atomic (a bind mount of one kernel, as on the
+test clusters; NFS appends from several clients are not). Records are not fsync'ed: usage is an
+observation, and a crash of the machine loses at most the last records, never the run. A writer killed
+mid-line leaves a torn line: the reader skips any line that is not a well-formed record, and the next
+writer first ends the torn line with a newline so its own record stays whole.
+
+Attempts an engine may observe more than once (HTCondor's event log is read by every `status`) carry
+`key`, the engine's id of that attempt (the condor cluster id): the reader keeps only the first record
+of a (node, key), and `record_usage_once` does not append one whose (node, key) is already there.
+
+Optional fields may be added later (with a default, read as that default from older files); none is
+ever renamed. Unknown fields in a line are ignored, so older readers read newer files.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dagflow.plan import Resources
+
+USAGE_FILE = "usage.jsonl"
+
+ENGINES = ("local", "condor", "slurm", "sge")
+REASON_OOM = "oom"
+REASON_TIMEOUT = "timeout"
+REASON_EVICTED = "evicted"
+REASON_KILLED = "killed"
+HELD_PREFIX = "held: "
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    node: str
+    step: str
+    attempt: int  # 1-based
+    engine: str  # local | condor | slurm | sge
+    started: float | None  # unix seconds
+    ended: float | None
+    wall_s: float | None
+    cpu_s: float | None  # user + system
+    peak_memory_mb: float | None  # max RSS (local: wait4 ru_maxrss) / MemoryUsage (condor)
+    gpu_memory_peak_mb: float | None  # NVML, sampled; None where no GPU
+    gpu_utilization_pct: float | None  # mean of samples
+    host: str | None  # machine (condor: slot@host / RemoteHost)
+    slot: str | None
+    requested: dict[str, float]  # cpus, memory_mb, disk_mb, gpus, gpu_memory_mb (what the plan asked)
+    allocated: dict[str, float]  # what the engine gave, where it says (condor's Allocated column)
+    exit_code: int | None
+    reason: str | None  # None, or "oom" | "timeout" | "evicted" | "held: <reason>" | "killed"
+    extra: dict[str, float | str] = field(default_factory=dict)  # engine-specific extras
+    key: str | None = None  # the engine's id of this attempt (condor cluster id); see the module doc
+
+
+def requested_of(resources: Resources) -> dict[str, float]:
+    """A plan's resource request in `requested`'s keys (gpu_memory_mb only when the step sets one)."""
+    requested: dict[str, float] = {
+        "cpus": resources.cpus,
+        "memory_mb": resources.memory_mb,
+        "disk_mb": resources.disk_mb,
+        "gpus": resources.gpus,
+    }
+    if resources.gpu_memory_mb is not None:
+        requested["gpu_memory_mb"] = resources.gpu_memory_mb
+    return requested
+
+
+_FIELD_NAMES = tuple(spec.name for spec in fields(NodeUsage))
+_DICT_FIELDS = ("requested", "allocated", "extra")
+_encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def usage_path(run_dir: Path) -> Path:
+    return Path(run_dir) / USAGE_FILE
+
+
+def usage_dict(usage: NodeUsage) -> dict[str, Any]:
+    """The record's fields by name (its dicts copied); dataclasses.asdict, without its deep copies' cost."""
+    values = {name: getattr(usage, name) for name in _FIELD_NAMES}
+    for name in _DICT_FIELDS:
+        values[name] = dict(values[name])
+    return values
+
+
+def encode_usage(usage: NodeUsage) -> bytes:
+    """One record as its line, newline included. Non-finite floats become null (JSON has none)."""
+    values = {name: getattr(usage, name) for name in _FIELD_NAMES}
+    try:
+        return (_encode(values) + "\n").encode()
+    except ValueError:  # a NaN or an infinity somewhere
+        return (_encode(_finite(values)) + "\n").encode()
+
+
+def decode_usage(obj: Any) -> NodeUsage:
+    """A record from a parsed line; raises ValueError when it is not a well-formed record."""
+    if not isinstance(obj, dict):
+        raise ValueError("not an object")
+    values: dict[str, Any] = {}
+    for spec in fields(NodeUsage):
+        name = spec.name
+        value = obj.get(name)
+        kind = _FIELD_KINDS[name]
+        if kind is _STR_REQUIRED:
+            if not isinstance(value, str):
+                raise ValueError(f"{name} is not a string")
+        elif kind is _INT_REQUIRED:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} is not a positive integer")
+        elif kind is _NUMBER_DICT:
+            value = _number_dict(name, value, allow_str=False)
+        elif kind is _EXTRA_DICT:
+            value = _number_dict(name, value, allow_str=True)
+        elif value is not None:
+            if kind is float:
+                if not _is_number(value):
+                    raise ValueError(f"{name} is not a number")
+                value = float(value)
+            elif kind is int:
+                if not isinstance(value, int) or isinstance(value, bool):
+                    raise ValueError(f"{name} is not an integer")
+            elif not isinstance(value, str):
+                raise ValueError(f"{name} is not a string")
+        values[name] = value
+    return NodeUsage(**values)
+
+
+def record_usage(run_dir: Path, usage: NodeUsage) -> None:
+    """Append one record to the run's usage.jsonl with one write(2)."""
+    _append(usage_path(run_dir), encode_usage(usage))
+
+
+def record_usage_once(run_dir: Path, usage: NodeUsage) -> bool:
+    """Append `usage` unless a record of the same (node, key) is there already; True if it appended."""
+    return record_usages_once(run_dir, [usage]) == 1
+
+
+def record_usages_once(run_dir: Path, usages: Iterable[NodeUsage]) -> int:
+    """Append, with one write, those of `usages` whose (node, key) has no record yet; how many.
+
+    For engines whose attempts are observed repeatedly (condor): every record must have a `key`. Writers
+    on this host are serialized by an flock on the file; the reader's deduplication covers any others.
+    """
+    usages = list(usages)
+    if any(usage.key is None for usage in usages):
+        raise ValueError("record_usage_once needs usage records with a key")
+    if not usages:
+        return 0
+    fd = os.open(usage_path(run_dir), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        seen = {(r.node, r.key) for r in _parse(_read_all(fd)) if r.key is not None}
+        fresh = []
+        for usage in usages:
+            ident = (usage.node, usage.key or "")
+            if ident not in seen:
+                seen.add(ident)
+                fresh.append(encode_usage(usage))
+        if fresh:
+            _write_line(fd, b"".join(fresh))
+        return len(fresh)
+    finally:
+        os.close(fd)
+
+
+def read_usage(run_dir: Path) -> list[NodeUsage]:
+    """All attempts' records, in file order; a missing file is no records. Lines that are not a
+    well-formed record (a torn tail) are skipped; a repeated (node, key) keeps its first record."""
+    try:
+        data = usage_path(run_dir).read_bytes()
+    except FileNotFoundError:
+        return []
+    return _parse(data)
+
+
+def latest_by_node(records: Iterable[NodeUsage]) -> dict[str, NodeUsage]:
+    """Each node's latest attempt: the highest attempt number, the later record among equals."""
+    latest: dict[str, NodeUsage] = {}
+    for record in records:
+        seen = latest.get(record.node)
+        if seen is None or record.attempt >= seen.attempt:
+            latest[record.node] = record
+    return latest
+
+
+def _parse(data: bytes) -> list[NodeUsage]:
+    records: list[NodeUsage] = []
+    seen_keys: set[tuple[str, str]] = set()
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            record = decode_usage(json.loads(line))
+        except ValueError:
+            continue
+        if record.key is not None:
+            ident = (record.node, record.key)
+            if ident in seen_keys:
+                continue
+            seen_keys.add(ident)
+        records.append(record)
+    return records
+
+
+def _append(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        _write_line(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _write_line(fd: int, data: bytes) -> None:
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        data = b"\n" + data  # end a torn line left by a killed writer, so this record stays whole
+    written = os.write(fd, data)
+    if written != len(data):  # a full disk: the short line is skipped by readers and ended by the next writer
+        raise OSError(f"usage record cut short ({written} of {len(data)} bytes)")
+
+
+def _read_all(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    chunks: list[bytes] = []
+    offset = 0
+    while offset < size:
+        chunk = os.pread(fd, size - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+_STR_REQUIRED = object()
+_INT_REQUIRED = object()
+_NUMBER_DICT = object()
+_EXTRA_DICT = object()
+_FIELD_KINDS: dict[str, Any] = {
+    "node": _STR_REQUIRED,
+    "step": _STR_REQUIRED,
+    "attempt": _INT_REQUIRED,
+    "engine": _STR_REQUIRED,
+    "started": float,
+    "ended": float,
+    "wall_s": float,
+    "cpu_s": float,
+    "peak_memory_mb": float,
+    "gpu_memory_peak_mb": float,
+    "gpu_utilization_pct": float,
+    "host": str,
+    "slot": str,
+    "requested": _NUMBER_DICT,
+    "allocated": _NUMBER_DICT,
+    "exit_code": int,
+    "reason": str,
+    "extra": _EXTRA_DICT,
+    "key": str,
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number_dict(name: str, value: Any, allow_str: bool) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} is not an object")
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if _is_number(item):
+            out[key] = float(item) if isinstance(item, float) else item
+        elif allow_str and isinstance(item, str):
+            out[key] = item
+        elif item is None:
+            continue
+        else:
+            raise ValueError(f"{name}[{key!r}] is not a number")
+    return out
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    return value
+
+
+def oom_kills() -> int | None:
+    """Evidence for REASON_OOM where the engine reaps the node itself: the kernel's count of OOM kills
+    (/proc/vmstat `oom_kill`, Linux 4.13+); None where unknown."""
+    try:
+        with open("/proc/vmstat", "rb") as vmstat:
+            for line in vmstat:
+                if line.startswith(b"oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None

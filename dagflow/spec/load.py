@@ -1,0 +1,59 @@
+"""load_spec(): from a pipeline file to a checked Spec, the one way in for every command.
+
+The YAML is read with source positions (spec/yamlpos.py), checked as a whole (spec/validate.py), and
+either returned as a Spec or refused with a SpecError that lists every problem found, each located at
+file:line:column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagflow.errors import Diagnostic, SpecError
+from dagflow.spec.model import PipelineSpec
+from dagflow.spec.search_checks import search_diagnostics
+from dagflow.spec.validate import check_document
+from dagflow.spec.yamlpos import Positions, load_yaml
+
+
+@dataclass(frozen=True)
+class Spec:
+    model: PipelineSpec
+    file: Path
+    positions: Positions
+    warnings: tuple[Diagnostic, ...] = ()  # what is allowed but should change (a deprecated key)
+    filename: str = ""  # the file as the user named it, as diagnostics show it
+
+
+def load_spec(path: str | Path) -> Spec:
+    path = Path(path)
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError([Diagnostic(name, 0, 0, "", "no such file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError([Diagnostic(name, 0, 0, "", f"cannot read the file: {exc}")]) from None
+    return parse_spec(text, name, base=path.resolve().parent)
+
+
+def parse_spec(text: str, filename: str, base: Path | None = None) -> Spec:
+    data, positions = load_yaml(text, filename)
+    checked = check_document(data, positions, filename, base)
+    if checked.diagnostics or checked.model is None:
+        raise SpecError(checked.diagnostics)
+    file = (base or Path.cwd()) / Path(filename).name
+    return Spec(model=checked.model, file=file, positions=positions, warnings=tuple(checked.warnings),
+                filename=filename)
+
+
+def check_search(spec: Spec, filename: str | None = None) -> None:
+    """The checks `dagflow search run` makes of a search: block (SpecError with every problem found).
+
+    Not part of parse_spec: a plain run does not run trials, so a search block that could not run in
+    parallel does not stop it; `dagflow validate` and `dagflow search run` make these checks.
+    """
+    problems = search_diagnostics(spec, filename or str(spec.file))
+    if problems:
+        raise SpecError(problems)

@@ -1,0 +1,151 @@
+"""Files steps share without declaring them: what a pool with no shared filesystem would not deliver.
+
+The heuristic reads each step's command words as written (templates unrendered, so `models/{region}` in
+one step matches `models/{region}/model.pkl` in another) and compares them with the other steps' declared
+outputs (a transfer step's `to` and a step's `metrics` count as outputs):
+
+- a word names another step's output, lies inside one (a file in an output directory), or is a directory
+  holding one (`models` when another step writes `models/{region}/metrics.json`);
+- and the step does not declare it: no input equals the word, lies inside it or holds it, and it is not
+  (inside) one of the step's own outputs (`--out models/{region}` is what the step writes).
+
+Words that are options (`-x`), URLs or absolute paths are not compared; `--opt=VALUE` compares VALUE.
+It cannot see a file a script opens by a name its command does not mention (a directory passed whole,
+say, of which only some files are declared).
+
+In HTCondor's transfer mode an absolute path in a command is one the execute node must provide: unless
+it is declared under inputs (saying the node has it), it is an error, since it usually names a file on
+the submit side that the job cannot see.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Iterator
+
+from dagflow.errors import Diagnostic
+from dagflow.spec.model import StepSpec
+from dagflow.spec.yamlpos import Path_, dotted
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_QUOTING = re.compile(r"[\"'\\]")
+
+
+def _normal(path: str) -> str:
+    return posixpath.normpath(path.replace("{{", "{").replace("}}", "}")) if path else ""
+
+
+def _related(word: str, path: str) -> bool:
+    """word and path name the same file, or one lies inside the other."""
+    return word == path or path.startswith(word + "/") or word.startswith(path + "/")
+
+
+def _words(name: str, step: StepSpec) -> Iterator[tuple[Path_, str]]:
+    """(location, word) for each command word after the program, with `--opt=VALUE` reduced to VALUE."""
+    base: Path_ = ("steps", name, "command")
+    if isinstance(step.command, str):
+        try:  # without quotes or backslashes shlex splits at blanks only, and str.split is 50x faster
+            plain = not _QUOTING.search(step.command)
+            words = (step.command.split() if plain else shlex.split(step.command))[1:]
+        except ValueError:
+            return
+        located = [(base, word) for word in words]
+    elif isinstance(step.command, list):
+        located = [((*base, index), str(word)) for index, word in enumerate(step.command)][1:]
+    else:
+        return
+    for path, word in located:
+        if word.startswith("-"):
+            if "=" not in word:
+                continue
+            word = word.split("=", 1)[1]
+        if word:
+            yield path, word
+
+
+def _outputs(step: StepSpec) -> list[str]:
+    outputs = list(step.outputs)
+    if step.kind == "transfer" and step.to and not _URL.match(step.to):
+        outputs.append(step.to)
+    if step.metrics:
+        outputs.append(step.metrics)
+    return [_normal(path) for path in outputs if not _URL.match(path)]
+
+
+def _inputs(step: StepSpec) -> list[str]:
+    return [_normal(path) for path in step.inputs if not _URL.match(path)]
+
+
+def _ancestors(path: str) -> Iterator[str]:
+    """models/us/model.pkl -> models/us, models."""
+    while "/" in path:
+        path = path.rsplit("/", 1)[0]
+        yield path
+
+
+def _writers_index(produced: dict[str, list[str]]) -> dict[str, set[str]]:
+    """Every output and every directory above one -> the steps writing it or something in it."""
+    index: dict[str, set[str]] = {}
+    for name, outputs in produced.items():
+        for output in outputs:
+            for path in (output, *_ancestors(output)):
+                index.setdefault(path, set()).add(name)
+    return index
+
+
+def undeclared_sharing(steps: dict[str, StepSpec], locate: object, filename: str) -> list[Diagnostic]:
+    """A warning for each command word naming another step's output that the step does not declare.
+    locate(path) -> (line, column). Indexed, so thousands of steps stay quick."""
+    produced = {name: _outputs(step) for name, step in steps.items()}
+    index = _writers_index(produced)  # outputs and the directories above them
+    exact: dict[str, set[str]] = {}  # outputs only (a directory output holds what lies below it)
+    for writer, outputs in produced.items():
+        for output in outputs:
+            exact.setdefault(output, set()).add(writer)
+    warnings = []
+    for name, step in steps.items():
+        declared = _inputs(step) + produced[name]
+        for path, word in _words(name, step):
+            if _URL.match(word) or word.startswith("/"):
+                continue
+            normal = _normal(word)
+            if normal in (".", "..") or any(_related(normal, known) for known in declared):
+                continue
+            # the word is an output or a directory holding one, or lies inside an output directory
+            writers = set(index.get(normal, ()))
+            for above in _ancestors(normal):
+                writers |= exact.get(above, set())
+            writers.discard(name)
+            if writers:
+                line, column = locate(path)  # type: ignore[operator]
+                warnings.append(Diagnostic(
+                    filename, line, column, dotted(path),
+                    f"the command uses {word!r}, which step {min(writers)} writes (its outputs), but this step "
+                    "does not list it under inputs: a pool without a shared filesystem will not deliver it",
+                    hint=f"add it (or the files it reads there) to steps.{name}.inputs",
+                ))
+    return warnings
+
+
+def absolute_paths(steps: dict[str, StepSpec], locate: object, filename: str) -> list[Diagnostic]:
+    """An error for each absolute path in a command (after the program) that the step does not declare."""
+    errors = []
+    for name, step in steps.items():
+        if step.kind == "transfer":
+            continue  # runs on the access point (HTCondor's local universe), where its paths are
+        declared = set(_inputs(step))
+        for path, word in _words(name, step):
+            if not word.startswith("/") or _normal(word) in declared or _normal(word) == "/":
+                continue
+            line, column = locate(path)  # type: ignore[operator]
+            errors.append(Diagnostic(
+                filename, line, column, dotted(path),
+                f"{word!r} is an absolute path the job cannot see in HTCondor's transfer data mode (nothing is "
+                "shared with the execute node) and it is not declared",
+                hint=f"give it relative to the pipeline's directory so it is transferred, or list it under "
+                f"steps.{name}.inputs if the execute node has it at that path (or use condor: "
+                "{data_mode: shared})",
+            ))
+    return errors

@@ -1,0 +1,323 @@
+"""The condor engine's data modes and runtime settings, without a pool: the generated submit text read back by
+HTCondor's own parser (htcondor2.Submit), the DAG by condor_dag_checker, the node wrapper run as a real
+process, and the validation the transfer mode adds. The pool runs are in test_condor_transfer_pool.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from condor_helpers import argv_of, environment_of, node_submit
+from condor_pool import release_bin
+
+from dagflow.engines.condor.compile import CondorCompileError, compile_plan
+from dagflow.engines.condor.engine import CondorEngine, CondorRunError, prepare_condor
+from dagflow.engines.condor.lint import lint_dag, parse_dag
+from dagflow.plan.expand import expand
+from dagflow.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "region-retrain"
+WRAPPER = ROOT / "dagflow" / "engines" / "condor" / "node.sh"
+
+
+def _example(tmp_path: Path) -> Path:
+    target = tmp_path / "region-retrain"
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("data", "models", "reports", ".dagflow"))
+    return target / "pipeline.yaml"
+
+
+def _compile(pipeline: Path, out: Path, data_mode: str | None = None):  # type: ignore[no-untyped-def]
+    plan = expand(load_spec(pipeline), run_id="r1")
+    dag_path = compile_plan(plan, out, data_mode=data_mode)
+    return plan, dag_path, parse_dag(dag_path)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _dagflow(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dagflow", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+# -- the generated files ----------------------------------------------------------------------------------
+
+
+def test_transfer_is_the_default_and_sends_inputs_scripts_and_outputs(tmp_path: Path) -> None:
+    plan, dag_path, dag = _compile(_example(tmp_path), tmp_path / "condor")
+    train = node_submit(dag, "train.us")
+    assert train.expand("universe") == "vanilla"
+    assert train.expand("executable") == str(tmp_path / "condor" / "dagflow-node.sh")
+    assert os.access(tmp_path / "condor" / "dagflow-node.sh", os.X_OK)
+    assert train.expand("transfer_executable") == "true"
+    assert train.expand("should_transfer_files") == "YES"
+    assert train.expand("preserve_relative_paths") == "true"
+    assert train.expand("transfer_input_files") == "data/us/data.csv,train.py"  # declared input, then the script
+    assert train.expand("transfer_output_files") == "_dagflow_outputs"
+    assert train.expand("transfer_output_remaps") == '"_dagflow_outputs = ."'
+    outputs = ["models/us/model.pkl", "models/us/val.csv", "models/us/train.json"]
+    assert argv_of(train) == ["3", *outputs, "python", "train.py", "--data", "data/us", "--out", "models/us",
+                              "--alpha", "1.0", "--degree", "1"]
+    evaluate = node_submit(dag, "evaluate.us")
+    assert evaluate.expand("transfer_input_files") == (
+        "models/us/model.pkl,models/us/val.csv,models/us/train.json,eval.py"
+    )
+    assert argv_of(evaluate)[:2] == ["1", "models/us/metrics.json"]  # the metrics file is its one output
+    report = node_submit(dag, "report")
+    assert report.expand("transfer_input_files") == "models,report.py"
+    # The transfer step moves data on the access point (the local universe), in the pipeline's directory.
+    stage = node_submit(dag, "stage.us")
+    assert stage.expand("universe") == "local"
+    assert stage.expand("executable") == "/usr/bin/env"
+    assert stage.expand("should_transfer_files") == "NO"
+    assert stage.expand("initialdir") == str(plan.workdir)
+    assert lint_dag(dag_path) == []
+
+
+def test_the_dag_passes_condor_dag_checker(tmp_path: Path) -> None:
+    release = release_bin()
+    checker = shutil.which("condor_dag_checker") or (release / "condor_dag_checker" if release else None)
+    if checker is None:
+        pytest.skip("condor_dag_checker is neither on PATH nor in an unpacked HTCondor release")
+    _, dag_path, _ = _compile(_example(tmp_path), tmp_path / "condor")
+    assert lint_dag(dag_path, Path(checker)) == []
+
+
+def test_shared_mode_keeps_jobs_in_the_pipeline_directory(tmp_path: Path) -> None:
+    plan, _, dag = _compile(_example(tmp_path), tmp_path / "condor", data_mode="shared")
+    train = node_submit(dag, "train.us")
+    assert train.expand("executable") == "/usr/bin/env"
+    assert train.expand("should_transfer_files") == "NO"
+    assert train.expand("initialdir") == str(plan.workdir)
+    assert argv_of(train)[:2] == ["python", "train.py"]
+    assert train.get("transfer_input_files") is None
+    assert not (tmp_path / "condor" / "dagflow-node.sh").exists()
+    assert node_submit(dag, "stage.us").expand("universe") == "vanilla"
+
+
+def test_the_pipeline_chooses_the_mode_and_the_flag_overrides_it(tmp_path: Path) -> None:
+    pipeline = _example(tmp_path)
+    pipeline.write_text(pipeline.read_text() + "condor:\n  data_mode: shared\n")
+    _, _, dag = _compile(pipeline, tmp_path / "a")
+    assert node_submit(dag, "train.us").expand("should_transfer_files") == "NO"
+    _, _, dag = _compile(pipeline, tmp_path / "b", data_mode="transfer")
+    assert node_submit(dag, "train.us").expand("should_transfer_files") == "YES"
+    with pytest.raises(CondorCompileError, match="unknown data mode 'nfs'"):
+        _compile(pipeline, tmp_path / "c", data_mode="nfs")
+
+
+@pytest.mark.parametrize(
+    ("name", "match"),
+    [
+        ("a,b.csv", "file transfer lists are comma-separated"),
+        ("with space.csv", "file transfer lists are comma-separated"),
+        ("line\nbreak.csv", "control character"),
+    ],
+)
+def test_a_file_name_a_transfer_list_cannot_carry_is_refused(tmp_path: Path, name: str, match: str) -> None:
+    pipeline = _write(tmp_path / "p.yaml", "name: p\nsteps:\n  a:\n    command: [python, x.py]\n    inputs: [x]\n")
+    plan = expand(load_spec(pipeline), run_id="r1")
+    plan.nodes["a"].inputs = [name]
+    with pytest.raises(CondorCompileError, match=match):
+        compile_plan(plan, tmp_path / "condor")
+
+
+def test_a_dollar_in_a_file_name_reaches_the_transfer_list_literally(tmp_path: Path) -> None:
+    pipeline = _write(tmp_path / "p.yaml", "name: p\nsteps:\n  a:\n    command: [python, x.py]\n"
+                      "    inputs: ['cost$(HOME).csv']\n    outputs: [out/$x.txt]\n")
+    plan = expand(load_spec(pipeline), run_id="r1")
+    dag = parse_dag(compile_plan(plan, tmp_path / "condor"))
+    submit = node_submit(dag, "a")
+    assert submit.expand("transfer_input_files") == "cost$(HOME).csv"
+    assert argv_of(submit)[:2] == ["1", "out/$x.txt"]
+
+
+def test_an_input_outside_the_pipeline_directory_is_refused(tmp_path: Path) -> None:
+    pipeline = _write(tmp_path / "p.yaml", "name: p\nsteps:\n  a:\n    command: [python, x.py]\n"
+                      "    inputs: [../elsewhere.csv]\n")
+    with pytest.raises(CondorCompileError, match="outside the pipeline's directory"):
+        compile_plan(expand(load_spec(pipeline), run_id="r1"), tmp_path / "condor")
+
+
+def test_runtime_python_and_container_image(tmp_path: Path) -> None:
+    pipeline = _write(tmp_path / "p.yaml", """\
+name: p
+runtime: {python: /opt/venv/bin/python}
+steps:
+  plain:
+    command: python -c pass
+  boxed:
+    command: python3 -c pass
+    runtime: {container_image: "docker://python:3.11-slim"}
+""")
+    _, _, dag = _compile(pipeline, tmp_path / "condor")
+    plain = node_submit(dag, "plain")
+    assert plain.expand("universe") == "vanilla"
+    assert argv_of(plain) == ["0", "/opt/venv/bin/python", "-c", "pass"]
+    assert "PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin" in environment_of(plain)
+    assert "PYTHONPATH" not in environment_of(plain)  # the submitter's checkout is not on the node
+    boxed = node_submit(dag, "boxed")  # the step keeps the pipeline's python and adds an image
+    assert boxed.expand("universe") == "container"
+    assert boxed.expand("container_image") == "docker://python:3.11-slim"
+    assert argv_of(boxed) == ["0", "/opt/venv/bin/python", "-c", "pass"]
+
+
+def test_the_mode_is_recorded_and_a_resume_keeps_it(tmp_path: Path) -> None:
+    plan = expand(load_spec(_example(tmp_path)), run_id="r1")
+    prepared = prepare_condor(plan, tmp_path / "runs", data_mode="shared")
+    assert json.loads((prepared.layout.run_dir / "condor" / "run.json").read_text())["data_mode"] == "shared"
+    engine = CondorEngine(tmp_path / "runs", {"data_mode": "transfer"})
+    with pytest.raises(CondorRunError, match="compiled for the shared data mode"):
+        engine.resume(prepared.layout.run_dir)
+
+
+# -- the node wrapper, run as the job runs it -------------------------------------------------------------
+
+
+def _wrap(scratch: Path, outputs: list[str], *argv: str) -> subprocess.CompletedProcess[str]:
+    scratch.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(["sh", str(WRAPPER), str(len(outputs)), *outputs, *argv], cwd=scratch,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_the_wrapper_hands_back_declared_outputs_only(tmp_path: Path) -> None:
+    script = "mkdir -p models/us && echo m > models/us/model.pkl && echo s > models/us/metrics.json && echo x > stray"
+    done = _wrap(tmp_path, ["models/us", "models/us/metrics.json"], "sh", "-c", script)
+    assert done.returncode == 0, done.stderr
+    outbox = tmp_path / "_dagflow_outputs"
+    assert sorted(str(path.relative_to(outbox)) for path in outbox.rglob("*") if path.is_file()) == [
+        "models/us/metrics.json", "models/us/model.pkl"
+    ]
+    assert (tmp_path / "stray").exists() and not (outbox / "stray").exists()
+
+
+def test_the_wrapper_fails_a_node_whose_declared_output_is_missing(tmp_path: Path) -> None:
+    done = _wrap(tmp_path, ["written.txt", "never/written.txt"], "sh", "-c", "echo y > written.txt")
+    assert done.returncode == 1
+    assert "declared output never/written.txt was not written" in done.stderr
+    assert list((tmp_path / "_dagflow_outputs").iterdir()) == []  # nothing half-delivered
+
+
+def test_the_wrapper_keeps_a_failing_commands_exit_code_and_sends_nothing(tmp_path: Path) -> None:
+    done = _wrap(tmp_path, ["out.txt"], "sh", "-c", "echo y > out.txt; exit 3")
+    assert done.returncode == 3
+    assert done.stderr == ""
+    assert list((tmp_path / "_dagflow_outputs").iterdir()) == []
+
+
+def test_the_wrapper_passes_arguments_through_unchanged(tmp_path: Path) -> None:
+    hostile = ["a b", "*", "$HOME", "'q'", '"d"', "-n", ""]
+    code = "import json, sys; json.dump(sys.argv[1:], open('args.json', 'w'))"
+    done = _wrap(tmp_path, ["args.json"], sys.executable, "-c", code, *hostile)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "_dagflow_outputs" / "args.json").read_text()) == hostile
+
+
+# -- validation -------------------------------------------------------------------------------------------
+
+ABSOLUTE = """\
+name: p
+{condor}steps:
+  train:
+    command: python train.py --data /home/me/data.csv --config=/etc/train.yaml
+    inputs: [/etc/train.yaml]
+"""
+
+
+def test_an_undeclared_absolute_path_is_a_located_error_in_transfer_mode(tmp_path: Path) -> None:
+    _write(tmp_path / "p.yaml", ABSOLUTE.format(condor="condor: {data_mode: transfer}\n"))
+    done = _dagflow("validate", "p.yaml", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "p.yaml:5:14: steps.train.command: '/home/me/data.csv' is an absolute path" in done.stderr
+    assert "/etc/train.yaml" not in done.stderr  # declared: the execute node has it
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_the_default_mode_is_checked_where_the_condor_engine_will_run(tmp_path: Path) -> None:
+    _write(tmp_path / "p.yaml", ABSOLUTE.format(condor=""))
+    assert _dagflow("validate", "p.yaml", cwd=tmp_path).returncode == 0  # the local engine shares everything
+    done = _dagflow("validate", "p.yaml", "--engine", "condor", cwd=tmp_path)
+    assert done.returncode == 2 and "'/home/me/data.csv' is an absolute path" in done.stderr, done.stderr
+    done = _dagflow("compile", "p.yaml", "-o", "out", cwd=tmp_path)
+    assert done.returncode == 2 and "'/home/me/data.csv' is an absolute path" in done.stderr, done.stderr
+    assert _dagflow("compile", "p.yaml", "-o", "out", "--data-mode", "shared", cwd=tmp_path).returncode == 0
+    _write(tmp_path / "p.yaml", ABSOLUTE.format(condor="condor: {data_mode: shared}\n"))
+    assert _dagflow("validate", "p.yaml", "--engine", "condor", cwd=tmp_path).returncode == 0
+
+
+SHARING = """\
+name: p
+matrix: {{region: [us, br]}}
+steps:
+  train:
+    command: python train.py --out models/{{region}}
+    outputs:
+      - models/{{region}}/model.pkl
+  report:
+    needs: [train]
+    over: [region]
+    command: python report.py models --out reports --mode fast
+{inputs}    outputs:
+      - reports/report.md
+"""
+
+
+@pytest.mark.slow
+def test_validate_warns_when_a_step_uses_files_another_step_writes_without_declaring_them(tmp_path: Path) -> None:
+    _write(tmp_path / "p.yaml", SHARING.format(inputs=""))
+    done = _dagflow("validate", "p.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: p.yaml:11:14: steps.report.command: the command uses 'models', which step train writes (its "
+        "outputs), but this step does not list it under inputs: a pool without a shared filesystem will not "
+        "deliver it; add it (or the files it reads there) to steps.report.inputs"
+    ]
+    _write(tmp_path / "p.yaml", SHARING.format(inputs="    inputs: [models]\n"))
+    done = _dagflow("validate", "p.yaml", cwd=tmp_path)
+    assert "warning" not in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_the_example_pipelines_share_nothing_undeclared() -> None:
+    for pipeline in sorted((ROOT / "examples").glob("*/pipeline.yaml")):
+        done = _dagflow("validate", str(pipeline), cwd=ROOT)
+        assert done.returncode == 0 and "does not list it under inputs" not in done.stderr, (pipeline, done.stderr)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "message"),
+    [
+        ("{python: venv/bin/python}", "steps.a.runtime.python: 'venv/bin/python' is not an absolute path"),
+        ("{container_image: 'docker://a b'}", "steps.a.runtime.container_image: 'docker://a b' must be one word"),
+        ("{pyhton: /x}", "steps.a.runtime.pyhton: unknown key 'pyhton'"),
+    ],
+)
+@pytest.mark.slow
+def test_bad_runtime_values_are_located_errors(tmp_path: Path, runtime: str, message: str) -> None:
+    _write(tmp_path / "p.yaml", f"name: p\nsteps:\n  a:\n    command: [python, -c, pass]\n    runtime: {runtime}\n")
+    done = _dagflow("validate", "p.yaml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "p.yaml:5:" in done.stderr and message in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_engines_without_containers_warn_that_they_ignore_the_image(tmp_path: Path) -> None:
+    _write(tmp_path / "p.yaml", "name: p\nruntime: {container_image: 'docker://python:3.11'}\nsteps:\n"
+           "  a:\n    command: [python, -c, pass]\n")
+    done = _dagflow("validate", "p.yaml", "--engine", "sge", cwd=tmp_path)
+    assert done.returncode == 0
+    assert ("warning: p.yaml:2:11: runtime.container_image: the sge engine ignores runtime.container_image: "
+            "its nodes run without it") in done.stderr, done.stderr
+    done = _dagflow("validate", "p.yaml", "--engine", "condor", cwd=tmp_path)
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
