@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster_lifetime import bring_up, cluster_lock
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "condor-pool.sh"
 
@@ -118,18 +120,22 @@ def condor_pool() -> Iterator[Pool]:
     if release_bin() is None and (tarball is None or not tarball.exists()):
         pytest.skip("no HTCondor release: ../shared/htcondor/htcondor-*-debian12-x86_64.tar.xz is missing")
     env = {**os.environ, "DAGFLOW_CONDOR_PYTHON": sys.executable}
-    started = subprocess.run([str(SCRIPT), "status"], capture_output=True, env=env, check=False).returncode != 0
-    # `up` also when the pool runs (CI starts it before this interpreter's venv exists): it lets the pool
-    # user reach this interpreter.
-    done = subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True, env=env, check=False)
+    def up() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True, env=env, check=False)
+
+    def running() -> bool:
+        return subprocess.run([str(SCRIPT), "status"], capture_output=True, env=env, check=False).returncode == 0
+
+    done = bring_up("condor", SCRIPT, is_up=running, up=up)
+    if done is None:
+        # `up` also when the pool runs (CI starts it before this interpreter's venv exists): it lets the pool
+        # user reach this interpreter.
+        with cluster_lock("condor"):
+            done = up()
     if done.returncode != 0:
         pytest.fail(f"could not start the test HTCondor pool:\n{done.stdout}{done.stderr}")
     user = subprocess.run([str(SCRIPT), "user"], capture_output=True, text=True, check=True).stdout.strip()
     state = state_dir()
     bin_dir = release_bin()
     assert bin_dir is not None
-    try:
-        yield Pool(config=state / "condor_config", bin=bin_dir, user=user, work=state / "work")
-    finally:
-        if started:
-            subprocess.run([str(SCRIPT), "down"], capture_output=True, env=env, check=False)
+    yield Pool(config=state / "condor_config", bin=bin_dir, user=user, work=state / "work")

@@ -1,5 +1,7 @@
 import pytest
 
+from tests.cluster_lifetime import begin_session, stop_started
+
 pytest_plugins = ["aws_fixtures", "slurm_fixtures", "condor_pool", "sge_fixtures"]
 
 # A test that uses one of these (directly or through another fixture) needs a real cluster or pool.
@@ -7,6 +9,7 @@ CLUSTER_FIXTURES = frozenset({"slurm_cluster", "sge_cluster", "condor_pool"})
 
 
 def pytest_configure(config):  # type: ignore[no-untyped-def]
+    begin_session()
     config.addinivalue_line(
         "markers", "condor_pool: needs the real HTCondor test pool (scripts/condor-pool.sh); deselect with "
         "-m 'not condor_pool' for the fast subset"
@@ -25,3 +28,8 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
             item.add_marker(pytest.mark.cluster)
         if "condor_pool" in used:
             item.add_marker(pytest.mark.condor_pool)
+
+
+def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
+    if not hasattr(session.config, "workerinput"):  # the main process, after every xdist worker has finished
+        stop_started()

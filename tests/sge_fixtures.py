@@ -13,8 +13,11 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from tests.cluster_lifetime import bring_up
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "sge-cluster.sh")
 
@@ -35,14 +38,15 @@ def sge_cluster() -> Iterator[dict[str, str]]:
         pytest.skip("the test Grid Engine cluster needs root (installs packages; sge_execd runs jobs as their users)")
     if not os.path.exists("/usr/sbin/sge_qmaster") and shutil.which("apt-get") is None:
         pytest.skip("Grid Engine is not installed and there is no apt-get to install gridengine-master/-exec/-client")
-    started = False
-    if subprocess.run([SCRIPT, "status"], capture_output=True, check=False).returncode != 0:
-        done = subprocess.run([SCRIPT, "up"], capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            if "apt-get install failed" in done.stderr:
-                pytest.skip(f"could not install Grid Engine:\n{done.stderr}")
-            pytest.fail(f"could not start the test Grid Engine cluster:\n{done.stdout}{done.stderr}")
-        started = True
+    done = bring_up(
+        "sge", Path(SCRIPT),
+        is_up=lambda: subprocess.run([SCRIPT, "status"], capture_output=True, check=False).returncode == 0,
+        up=lambda: subprocess.run([SCRIPT, "up"], capture_output=True, text=True, check=False),
+    )  # fmt: skip
+    if done is not None and done.returncode != 0:
+        if "apt-get install failed" in done.stderr:
+            pytest.skip(f"could not install Grid Engine:\n{done.stderr}")
+        pytest.fail(f"could not start the test Grid Engine cluster:\n{done.stdout}{done.stderr}")
     env = _cluster_env()
     previous = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
@@ -54,5 +58,3 @@ def sge_cluster() -> Iterator[dict[str, str]]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        if started:
-            subprocess.run([SCRIPT, "down"], capture_output=True, check=False)

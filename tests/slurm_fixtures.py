@@ -2,7 +2,8 @@
 
 CI (`.ci/run`) starts the cluster before the tests and stops it after; `up` is idempotent, so the
 fixture's `up` then finds it running and the fixture leaves it alone. Run without CI (the README's test
-command on a fresh machine), the fixture starts the cluster itself and stops it at the end of the session.
+command on a fresh machine), the fixture starts the cluster itself and it is stopped at the end of the
+session (tests/cluster_lifetime.py: with several pytest workers, once all have finished).
 Without Slurm installed, or not as root, the cluster tests are skipped with the reason.
 """
 
@@ -15,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.cluster_lifetime import bring_up
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "slurm-cluster.sh"
 
@@ -31,12 +34,13 @@ def slurm_cluster() -> Iterator[Path]:
         pytest.skip(f"Slurm is not installed (no {', '.join(missing)}): apt-get install -y slurm-wlm munge")
     if os.geteuid() != 0:
         pytest.skip("the test Slurm cluster needs root (slurmd runs jobs as their users)")
-    started = False
-    if subprocess.run([str(SCRIPT), "status"], capture_output=True, check=False).returncode != 0:
-        done = subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            pytest.fail(f"could not start the test Slurm cluster:\n{done.stdout}{done.stderr}")
-        started = True
+    done = bring_up(
+        "slurm", SCRIPT,
+        is_up=lambda: subprocess.run([str(SCRIPT), "status"], capture_output=True, check=False).returncode == 0,
+        up=lambda: subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True, check=False),
+    )  # fmt: skip
+    if done is not None and done.returncode != 0:
+        pytest.fail(f"could not start the test Slurm cluster:\n{done.stdout}{done.stderr}")
     conf = _state_dir() / "slurm.conf"
     previous = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(conf)
@@ -47,5 +51,3 @@ def slurm_cluster() -> Iterator[Path]:
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = previous
-        if started:
-            subprocess.run([str(SCRIPT), "down"], capture_output=True, check=False)

@@ -360,6 +360,7 @@ class _StepTemplates:
         self._constant_env = None if constant_env is None else {**constant_env, **self._extra_env}
         self._constant_inputs = _constant_list(self._inputs)
         self._constant_outputs = _constant_list(self._outputs)
+        self._constant_checkpoint_files = _constant_list(self._checkpoint_files)
         every = [*self._argv, *self._env.values(), *self._inputs, *self._outputs, *self._checkpoint_files]
         if self._metrics is not None:
             every.append(self._metrics)
@@ -372,6 +373,8 @@ class _StepTemplates:
         return argv
 
     def checkpoint_files(self, context: dict[str, str]) -> list[str]:
+        if self._constant_checkpoint_files is not None:
+            return self._constant_checkpoint_files
         return [template.render(context) for template in self._checkpoint_files]
 
     def metrics(self, context: dict[str, str]) -> str | None:
