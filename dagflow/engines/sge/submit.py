@@ -12,11 +12,10 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from itertools import groupby
 from pathlib import Path
 
 from dagflow.engines.batch.script import KILL_GRACE_S
+from dagflow.engines.batch.submission import UnitSubmission
 from dagflow.engines.sge import commands
 from dagflow.engines.sge.records import JobRecord, SgeRecords
 from dagflow.engines.sge.script import render_script
@@ -25,7 +24,6 @@ from dagflow.errors import DagflowError
 from dagflow.plan import Plan, StepInfo, attributes
 from dagflow.plan.attributes import attribute_name
 
-PARALLEL_QSUB = 8  # qsub is one process and one qmaster round trip per job
 DEFAULT_PE = "smp"
 _NOT_IN_NAME = re.compile(r"[\s/:@\\*?,]")  # characters Grid Engine refuses in a job name (and -ac's comma)
 
@@ -82,45 +80,12 @@ def qsub_options(plan: Plan, unit: Unit, records: SgeRecords, pe: str = DEFAULT_
     return options
 
 
-class Submission:
+class Submission(UnitSubmission):
     """Submits units in order, resolving each one's holds to the job numbers already submitted."""
 
     def __init__(self, plan: Plan, run_dir: Path, sub: int, pe: str = DEFAULT_PE) -> None:
-        self.plan = plan
-        self.run_dir = run_dir
-        self.records = SgeRecords(run_dir)
-        self.sub = sub
+        super().__init__(plan, run_dir, SgeRecords(run_dir), sub)
         self.pe = pe
-        self.unit_jobs: list[str | None] = []
-        self.node_jobs: dict[str, str] = {}
-        self.submitted: list[JobRecord] = []
-
-    def run(self, units: list[Unit]) -> list[JobRecord]:
-        self.unit_jobs = [None] * len(units)
-        try:
-            # Units of one step never depend on each other, so a step's units go out in parallel.
-            position = 0
-            for _, group in groupby(units, key=lambda unit: unit.step):
-                batch = list(group)
-                indices = range(position, position + len(batch))
-                position += len(batch)
-                if len(batch) == 1:
-                    jobs = [self._submit_one(indices[0], batch[0])]
-                else:
-                    with ThreadPoolExecutor(PARALLEL_QSUB) as pool:
-                        jobs = list(pool.map(self._submit_one, indices, batch))
-                done = []
-                for index, unit, job in zip(indices, batch, jobs, strict=True):
-                    self.unit_jobs[index] = job
-                    done.append(JobRecord(self.sub, job, unit.name, unit.tasks))
-                    for node in unit.tasks.values():
-                        self.node_jobs[node] = job
-                self.records.append(done)
-                self.submitted.extend(done)
-        except DagflowError:
-            self._withdraw()
-            raise
-        return self.submitted
 
     def _holds(self, unit: Unit) -> list[str]:
         """-hold_jid for whole parent jobs (a single node after an array task waits for the whole array:
@@ -132,7 +97,7 @@ class Submission:
             assert job is not None, "units are submitted parents first"
             (corresponding if kind == "aftercorr" else whole)[job] = None
         for parent in unit.node_deps:
-            whole[self.node_jobs[parent]] = None
+            whole[self.node_refs[parent]] = None
         options = []
         if whole:
             options += ["-hold_jid", ",".join(whole)]
@@ -146,12 +111,12 @@ class Submission:
         path.write_text(render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options))
         return commands.qsub(options, str(path))
 
-    def _withdraw(self) -> None:
-        """A submission that failed half-way: delete what it had submitted, so no partial DAG runs."""
-        jobs = [job for job in self.unit_jobs if job is not None]
-        if jobs:
-            with contextlib.suppress(DagflowError):
-                commands.qdel(jobs)
+    def _node_ref(self, record: JobRecord, task: int) -> str:
+        return record.job  # a hold names a whole job: Grid Engine cannot hold on one array task
+
+    def _withdraw(self, jobs: list[str]) -> None:
+        with contextlib.suppress(DagflowError):
+            commands.qdel(jobs)
 
 
 def submit_nodes(

@@ -6,10 +6,10 @@ import contextlib
 import json
 import math
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
 from pathlib import Path
 
+from dagflow.engines.batch.submission import UnitSubmission
 from dagflow.engines.slurm import commands
 from dagflow.engines.slurm.records import JobRecord, SlurmRecords
 from dagflow.engines.slurm.script import KILL_GRACE_S, render_script
@@ -19,7 +19,6 @@ from dagflow.plan import Plan, StepInfo, attributes
 from dagflow.plan.attributes import attribute_name
 
 # sbatch is one process and one controller round trip per job; a few at once hide most of the latency.
-PARALLEL_SBATCH = 8
 
 
 def array_spec(tasks: Iterable[int]) -> str:
@@ -84,45 +83,11 @@ def sbatch_options(plan: Plan, unit: Unit, records: SlurmRecords) -> list[str]:
     return options
 
 
-class Submission:
+class Submission(UnitSubmission):
     """Submits units in order, resolving each one's dependencies to the job ids already submitted."""
 
     def __init__(self, plan: Plan, run_dir: Path, sub: int) -> None:
-        self.plan = plan
-        self.run_dir = run_dir
-        self.records = SlurmRecords(run_dir)
-        self.sub = sub
-        self.unit_jobs: list[str | None] = []
-        self.node_refs: dict[str, str] = {}
-        self.submitted: list[JobRecord] = []
-
-    def run(self, units: list[Unit]) -> list[JobRecord]:
-        self.unit_jobs = [None] * len(units)
-        try:
-            # Units of one step never depend on each other, so a step's units go out in parallel.
-            position = 0
-            for _, group in groupby(units, key=lambda unit: unit.step):
-                batch = list(group)
-                indices = range(position, position + len(batch))
-                position += len(batch)
-                if len(batch) == 1:
-                    jobs = [self._submit_one(indices[0], batch[0])]
-                else:
-                    with ThreadPoolExecutor(PARALLEL_SBATCH) as pool:
-                        jobs = list(pool.map(self._submit_one, indices, batch))
-                done = []
-                for index, unit, job in zip(indices, batch, jobs, strict=True):
-                    self.unit_jobs[index] = job
-                    record = JobRecord(self.sub, job, unit.name, unit.tasks)
-                    done.append(record)
-                    for task, node in unit.tasks.items():
-                        self.node_refs[node] = record.ref(task)
-                self.records.append(done)
-                self.submitted.extend(done)
-        except DagflowError:
-            self._withdraw()
-            raise
-        return self.submitted
+        super().__init__(plan, run_dir, SlurmRecords(run_dir), sub)
 
     def _dependency(self, unit: Unit) -> str | None:
         clauses: dict[str, list[str]] = {}
@@ -143,12 +108,12 @@ class Submission:
         path.write_text(render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options))
         return commands.sbatch(options, str(path))
 
-    def _withdraw(self) -> None:
-        """A submission that failed half-way: cancel what it had submitted, so no partial DAG runs."""
-        jobs = [job for job in self.unit_jobs if job is not None]
-        if jobs:
-            with contextlib.suppress(DagflowError):
-                commands.scancel(jobs)
+    def _node_ref(self, record: JobRecord, task: int) -> str:
+        return record.ref(task)  # afterok can wait for one array task
+
+    def _withdraw(self, jobs: list[str]) -> None:
+        with contextlib.suppress(DagflowError):
+            commands.scancel(jobs)
 
 
 def submit_nodes(plan: Plan, run_dir: Path, todo: Iterable[str], sub: int, arrays: bool = True) -> list[JobRecord]:
