@@ -33,6 +33,21 @@ def cluster_lock(name: str) -> Iterator[None]:
         yield
 
 
+@contextmanager
+def cluster_use(name: str, exclusive: bool) -> Iterator[None]:
+    """Hold the cluster for one test: shared by ordinary tests, exclusive for one that disrupts every job on
+    it (a drain of the pool's only machine evicts the other workers' jobs too). The exclusive user first
+    takes the turnstile, so a stream of shared users cannot starve it: new shared users queue behind it."""
+    STATE.mkdir(parents=True, exist_ok=True)
+    with open(STATE / f"{name}.turnstile", "a") as turnstile, open(STATE / f"{name}.use", "a") as use:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(use, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield
+
+
 def bring_up(name: str, script: Path, is_up: Callable[[], bool], up: Callable[[], subprocess.CompletedProcess[str]]
              ) -> subprocess.CompletedProcess[str] | None:
     """Run `up` unless the cluster runs (None then); mark it for stopping at the session's end if it started."""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster_lifetime import bring_up, cluster_lock
+from tests.cluster_lifetime import bring_up, cluster_lock, cluster_use
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "condor-pool.sh"
@@ -139,3 +139,14 @@ def condor_pool() -> Iterator[Pool]:
     bin_dir = release_bin()
     assert bin_dir is not None
     yield Pool(config=state / "condor_config", bin=bin_dir, user=user, work=state / "work")
+
+
+@pytest.fixture(autouse=True)
+def _condor_pool_use(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Pool tests share the pool; one marked `condor_pool_exclusive` (it drains the only machine) runs alone,
+    so the other pytest-xdist workers' jobs are not evicted under them."""
+    if "condor_pool" not in request.fixturenames:
+        yield
+        return
+    with cluster_use("condor", exclusive=request.node.get_closest_marker("condor_pool_exclusive") is not None):
+        yield

@@ -18,6 +18,10 @@ def pytest_configure(config):  # type: ignore[no-untyped-def]
         "markers", "cluster: needs a real Slurm or Grid Engine cluster or the HTCondor pool (set automatically "
         "for tests using their fixtures); the fast subset is -m 'not cluster and not slow'"
     )
+    config.addinivalue_line(
+        "markers", "condor_pool_exclusive: disrupts every job on the pool (drains its only machine); runs while no "
+        "other pool test does (tests/cluster_lifetime.py cluster_use)"
+    )
     config.addinivalue_line("markers", "slow: takes tens of seconds without any cluster; left out of the fast subset")
 
 

@@ -129,6 +129,7 @@ else:
 """
 
 
+@pytest.mark.condor_pool_exclusive
 def test_a_train_job_on_a_drained_machine_restarts_from_its_last_checkpoint(condor_pool: Pool) -> None:
     # `dagflow agent watch` runs `condor_drain -quick -reason ...` on a spot notice; this release has no
     # condor_drain binary, so the same request (DRAIN_JOBS, quick) goes through the Python bindings.
