@@ -20,6 +20,9 @@ Tools:
              step; outputs are touch() markers, since Snakemake needs files to track completion).
   luigi      luigi.build(workers=2, local_scheduler=True) on equivalent tasks (marker-file targets).
 
+"cpu s" is the CPU time of the tool and of every process it started (the nodes too), from getrusage:
+on a loaded machine, where wall times swing, its ratio to the floor's is the steadier comparison.
+
 Snakemake and Luigi are installed into benchmarks/.venv-others on first use (pip, from PyPI); a tool
 that fails to install is skipped with a note. They are not dagflow dependencies.
 
@@ -31,8 +34,10 @@ that fails to install is skipped with a note. They are not dagflow dependencies.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -161,22 +166,29 @@ class Result:
     tool: str
     wall_s: float | None  # None: skipped or failed
     note: str = ""
+    cpu_s: float | None = None  # CPU seconds of the tool and every process it started (the nodes too)
     details: dict[str, str] = field(default_factory=dict)
 
 
-def run_timed(argv: list[str], cwd: Path, timeout: float) -> tuple[float | None, str]:
-    """Run argv; return (wall seconds or None, a note on failure)."""
+def cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_timed(argv: list[str], cwd: Path, timeout: float) -> tuple[float | None, str, float | None]:
+    """Run argv; return (wall seconds or None, a note on failure, CPU seconds of it and its children)."""
+    cpu = cpu_seconds(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     try:
         done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout:.0f}s"
+        return None, f"timed out after {timeout:.0f}s", None
     except FileNotFoundError as error:
-        return None, f"cannot start: {error}"
+        return None, f"cannot start: {error}", None
     wall = time.perf_counter() - started
     if done.returncode != 0:
-        return None, f"exit {done.returncode}: {error_tail(done.stderr or done.stdout)}"
-    return wall, ""
+        return None, f"exit {done.returncode}: {error_tail(done.stderr or done.stdout)}", None
+    return wall, "", cpu_seconds(resource.RUSAGE_CHILDREN) - cpu
 
 
 def error_tail(text: str, lines: int = 2) -> str:
@@ -272,11 +284,13 @@ def spawn_floor_executor(parents: dict[str, list[str]], slots: int) -> int:
 
 
 def _bench_executor(tool: str, executor: Callable[[dict[str, list[str]], int], int], shape: Shape) -> Result:
+    cpu = cpu_seconds(resource.RUSAGE_SELF) + cpu_seconds(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     count = executor(shape.parents, SLOTS)
     wall = time.perf_counter() - started
+    cpu = cpu_seconds(resource.RUSAGE_SELF) + cpu_seconds(resource.RUSAGE_CHILDREN) - cpu
     note = "" if count == shape.nodes else f"ran {count} of {shape.nodes}"
-    return Result(shape.name, shape.nodes, tool, wall if not note else None, note)
+    return Result(shape.name, shape.nodes, tool, wall if not note else None, note, cpu)
 
 
 def bench_floor(shape: Shape, workdir: Path, timeout: float) -> Result:
@@ -298,8 +312,8 @@ def dagflow_command() -> list[str]:
 def bench_dagflow(shape: Shape, workdir: Path, timeout: float) -> Result:
     pipeline = workdir / "pipeline.yaml"
     pipeline.write_text(shape.pipeline_yaml)
-    wall, note = run_timed([*dagflow_command(), "run", str(pipeline), "--jobs", str(SLOTS)], workdir, timeout)
-    return Result(shape.name, shape.nodes, "dagflow", wall, note)
+    wall, note, cpu = run_timed([*dagflow_command(), "run", str(pipeline), "--jobs", str(SLOTS)], workdir, timeout)
+    return Result(shape.name, shape.nodes, "dagflow", wall, note, cpu)
 
 
 # --- Snakemake and Luigi, in their own venv -------------------------------------------------------
@@ -356,11 +370,11 @@ def bench_snakemake(shape: Shape, workdir: Path, timeout: float) -> Result:
         "greedy",
         "--quiet",
     ]
-    wall, note = run_timed(argv, workdir, timeout)
+    wall, note, cpu = run_timed(argv, workdir, timeout)
     made = count_markers(workdir / "done")
     if wall is not None and made != shape.nodes:
         wall, note = None, f"made {made} of {shape.nodes} outputs"
-    return Result(shape.name, shape.nodes, "snakemake", wall, note or f"{tool_version('snakemake')}, greedy")
+    return Result(shape.name, shape.nodes, "snakemake", wall, note or f"{tool_version('snakemake')}, greedy", cpu)
 
 
 LUIGI_DRIVER = """\
@@ -396,11 +410,11 @@ sys.exit(0 if ok else 1)
 def bench_luigi(shape: Shape, workdir: Path, timeout: float) -> Result:
     (workdir / "dag.json").write_text(json.dumps(shape.parents))
     (workdir / "luigi_driver.py").write_text(LUIGI_DRIVER)
-    wall, note = run_timed([str(others_python()), "luigi_driver.py", str(SLOTS)], workdir, timeout)
+    wall, note, cpu = run_timed([str(others_python()), "luigi_driver.py", str(SLOTS)], workdir, timeout)
     made = count_markers(workdir / "done")
     if wall is not None and made != shape.nodes:
         wall, note = None, f"made {made} of {shape.nodes} outputs"
-    return Result(shape.name, shape.nodes, "luigi", wall, note or f"{tool_version('luigi')}, local scheduler")
+    return Result(shape.name, shape.nodes, "luigi", wall, note or f"{tool_version('luigi')}, local scheduler", cpu)
 
 
 BENCHES: dict[str, Callable[[Shape, Path, float], Result]] = {
@@ -417,8 +431,10 @@ BENCHES: dict[str, Callable[[Shape, Path, float], Result]] = {
 
 def render_table(results: list[Result]) -> str:
     floors = {(r.shape, r.tool): r.wall_s for r in results if r.tool in ("floor", "spawn-floor") and r.wall_s}
-    header = ("shape", "nodes", "tool", "wall s", "x floor", "x spawn-floor", "ms/node over floor", "note")
-    numeric = (1, 3, 4, 5, 6)
+    cpu_floors = {r.shape: r.cpu_s for r in results if r.tool == "floor" and r.wall_s and r.cpu_s}
+    header = ("shape", "nodes", "tool", "wall s", "x floor", "x spawn-floor", "ms/node over floor", "cpu s",
+              "cpu x floor", "note")  # fmt: skip
+    numeric = (1, 3, 4, 5, 6, 7, 8)
 
     def ratio(r: Result, floor_tool: str) -> str:
         floor = floors.get((r.shape, floor_tool))
@@ -433,7 +449,13 @@ def render_table(results: list[Result]) -> str:
             if r.wall_s is not None and floor and r.tool != "floor"
             else "-"
         )
-        rows.append((r.shape, str(r.nodes), r.tool, wall, ratio(r, "floor"), ratio(r, "spawn-floor"), extra, r.note))
+        cpu = f"{r.cpu_s:.2f}" if r.wall_s is not None and r.cpu_s is not None else "-"
+        cpu_floor = cpu_floors.get(r.shape)
+        cpu_ratio = f"{r.cpu_s / cpu_floor:.2f}" if cpu != "-" and cpu_floor and r.cpu_s is not None else "-"
+        rows.append(
+            (r.shape, str(r.nodes), r.tool, wall, ratio(r, "floor"), ratio(r, "spawn-floor"), extra, cpu, cpu_ratio,
+             r.note)
+        )  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = []
     for index, row in enumerate(rows):
@@ -514,6 +536,9 @@ def main(argv: list[str] | None = None) -> int:
             skipped[tool] = why
             log(f"skipping {tool}: {why}")
 
+    # dagflow's modules byte-compiled, as a regular install has them (an editable install writes them on first
+    # import, unless PYTHONDONTWRITEBYTECODE is set: then every run would compile its source again).
+    compileall.compile_dir(HERE.parent / "dagflow", quiet=1)
     results: list[Result] = []
     root = Path(tempfile.mkdtemp(prefix="dagflow-overhead-"))
     try:

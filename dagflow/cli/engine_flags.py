@@ -19,7 +19,7 @@ import typer
 
 from dagflow.cli.common import fail, load_plan_or_exit
 from dagflow.engines.base import EngineOption, Report
-from dagflow.engines.registry import EngineChoiceError, engine_class, engine_names
+from dagflow.engines.registry import EngineChoiceError, engine_names, engine_options
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 
@@ -41,7 +41,7 @@ def declared_options(command: str) -> dict[str, DeclaredOption]:
     found: dict[str, DeclaredOption] = {}
     for name in engine_names():
         try:
-            options = engine_class(name).options
+            options = engine_options(name)
         except EngineChoiceError:  # its optional dependency is missing: its flags are simply not offered
             continue
         for option in options:

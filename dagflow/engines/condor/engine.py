@@ -29,7 +29,8 @@ from dagflow.engines.condor.schedd import (
     remove_job,
     submit_dagman,
 )
-from dagflow.engines.condor.transfer import DATA_MODES, DEFAULT_DATA_MODE, TRANSFER, DataModeError, resolve_data_mode
+from dagflow.engines.condor.settings import CONDOR_OPTIONS
+from dagflow.engines.condor.transfer import DEFAULT_DATA_MODE, TRANSFER, DataModeError, resolve_data_mode
 from dagflow.errors import DagflowError, Diagnostic, SpecError
 from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
@@ -200,22 +201,6 @@ def cancel_condor(layout: RunLayout) -> int:
         gone = " (DAGMan has finished)" if history is not None and not history.dagman_running else ""
         raise CondorRunError(f"DAGMan job {latest.cluster}.0 of run {layout.run_id} is not in the queue{gone}")
     return latest.cluster
-
-
-_STARTING = frozenset({"run", "submit"})  # options that shape a new run's submission
-CONDOR_OPTIONS = (
-    EngineOption("schedd", ("--name", "--schedd"), "condor: schedd to submit to (default: the local one).",
-                 commands=_STARTING),
-    EngineOption("pool", ("--pool",), "condor: collector that knows the schedd.", commands=_STARTING),
-    EngineOption("max_gpu_jobs", ("--max-gpu-jobs",), "condor: GPU nodes DAGMan keeps submitted at once "
-                 "(MAXJOBS gpu N).", int, 16, commands=_STARTING, min=1),
-    EngineOption("data_mode", ("--data-mode",), "condor: transfer (nothing shared: HTCondor moves each node's "
-                 "declared inputs, scripts and outputs) or shared (jobs run in the pipeline's directory) "
-                 "(default: the pipeline's condor.data_mode, else transfer).", commands=_STARTING,
-                 metavar="|".join(DATA_MODES)),
-    EngineOption("dry_run", ("--dry-run",), "condor: print the DAGMan job's submit description; submit nothing.",
-                 bool, False, commands=frozenset({"submit", "resubmit"})),
-)
 
 
 class CondorEngine(EngineBase):

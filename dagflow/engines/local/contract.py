@@ -13,20 +13,10 @@ from dagflow.engines.base import EngineBase, EngineOption, Report
 from dagflow.engines.local.engine import LocalEngine, resume_local, run_local
 from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.reporting import JsonReporter, PlainReporter, Reporter
+from dagflow.engines.local.settings import LOCAL_OPTIONS
 from dagflow.plan import Plan
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
 from dagflow.run.status import RunStatus, read_status
-
-LOCAL_OPTIONS = (
-    EngineOption("jobs", ("--jobs", "-j"), "Nodes running at once (default: the cpu count).", int, None, min=1),
-    EngineOption("gpus", ("--gpus",), "GPU devices to use, e.g. 0,1 (default: what nvidia-smi lists)."),
-    EngineOption(
-        "force", ("--force",), "Run this step (or node) and its descendants even if cached.", list, (),
-        metavar="STEP",
-    ),
-    EngineOption("no_cache", ("--no-cache",), "Run every node; skip nothing.", bool, False),
-    EngineOption("kill_grace", ("--kill-grace",), "Seconds between SIGTERM and SIGKILL.", float, 10.0, min=0),
-)
 
 
 class LocalEngineContract(EngineBase, LocalEngine):

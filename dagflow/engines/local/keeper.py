@@ -3,9 +3,9 @@
 Run as `python -I -S keeper.py RUN_DIR` by the runner (procs.py starts it), it is the parent of every
 node the runner starts, so it alone can collect their exit codes; it lives in its own process group,
 so a kill of the runner (SIGKILL, OOM, a crash) or Ctrl-C in the runner's terminal leaves it and the
-nodes running. It records each node's start and exit in `RUN_DIR/procs.jsonl` (one line each, one
-write(2) each, with O_APPEND, before telling the runner), the way DAGMan's job log and Nextflow's
-`.exitcode` files do:
+nodes running. It records each node's start and exit in `RUN_DIR/procs.jsonl` (one line each; the
+lines of one turn of its loop in one write(2), with O_APPEND, before it tells the runner of them), the
+way DAGMan's job log and Nextflow's `.exitcode` files do:
 
     {"n": node, "a": attempt, "pid": pid, "k": keeper pid}          started
     {"n": node, "a": attempt, "pid": pid, "rc": exit code,          exited (negative: killed by that signal)
@@ -17,10 +17,22 @@ its request pipe (it finished, or died) and no node of its own is left. It impor
 and starts in a few milliseconds.
 
 Protocol, frames of a 4-byte little-endian length and a marshal payload:
-  runner -> keeper (stdin):  (node, attempt, program, argv, env additions)
+  runner -> keeper (stdin):  ("s", node, attempt, (program, argv, env additions, after))   start
+                             | ("n", node, attempt, None)                                  start now
+                             | ("d", node, attempt, None)                                  drop
   keeper -> runner (stdout): ("s", node, attempt, pid) | ("e", node, attempt, error)
                              | ("x", node, attempt, (rc, wall s, cpu s, max rss KB, unix time))
-The wall time runs from the start request to the reap; CPU time and max RSS are the rusage wait4(2)
+                             | ("d", node, attempt, None)
+`after` is None (start now) or the (node, attempt) of a node this keeper started or holds: the new node
+is its follower, started the moment it exits, in the slot it leaves, without waiting for the runner to
+hear of the exit and answer (that round trip, per node, was most of the runner's overhead on DAGs of
+short nodes). The runner picks a follower only among ready nodes that fit in what the leader holds, so
+the keeper needs no resource accounting. "Start now" starts a follower still waiting (a slot freed
+elsewhere first: the runner reserved it); for one already started it does nothing. A drop takes a
+follower that has not started yet (and its own followers) out of the queue and answers "d"; a follower
+already started is the runner's to kill. When
+the runner closes the request pipe, followers not yet started are forgotten: no runner would hear of
+them. The wall time runs from the start to the reap; CPU time and max RSS are the rusage wait4(2)
 returns for the node's process (it includes the descendants that process waited for: usage_recorder.py).
 A node's stdout and stderr are pipes the keeper reads into `logs/<node>.out|.err` (`_Output`), so a
 node that prints keeps running when the runner dies (the keeper holds the pipes, not the runner).
@@ -131,9 +143,13 @@ class Keeper:
         self.env = dict(os.environ)
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.children: dict[int, tuple[str, int, _Output]] = {}
+        self.live: set[tuple[str, int]] = set()  # (node, attempt) of every started node not reaped yet
+        self.followers: dict[tuple[str, int], tuple] = {}  # leader -> the start request waiting for it
+        self.leaders: dict[tuple[str, int], tuple[str, int]] = {}  # waiting follower -> its leader
         self.unwatched: deque[tuple[int, _Output]] = deque()  # started nodes, oldest first
         self.requests = bytearray()
         self.replies: list[bytes] = []
+        self.records: list[str] = []  # procs.jsonl lines not written yet
         self.runner_gone = False
         self.pid = os.getpid()
         self.selector = selectors.DefaultSelector()
@@ -189,13 +205,52 @@ class Keeper:
                 break
             if not chunk:
                 self.runner_gone = True
+                self.followers.clear()
+                self.leaders.clear()
                 return False
             self.requests += chunk
-        for name, attempt, program, argv, env in unframe(self.requests):
-            self._spawn(name, attempt, program, argv, env)
+        for kind, name, attempt, payload in unframe(self.requests):
+            if kind == "s":
+                after = payload[3]
+                if after is not None and (after in self.live or after in self.leaders):
+                    self.followers[after] = (name, attempt, payload)
+                    self.leaders[(name, attempt)] = after
+                else:
+                    self._start(name, attempt, payload)
+            elif kind == "n":
+                leader = self.leaders.pop((name, attempt), None)
+                if leader is not None:
+                    self._start(*self.followers.pop(leader))
+            else:
+                self._drop((name, attempt))
         return True
 
-    def _spawn(self, name: str, attempt: int, program: str, argv: list[str], env_add: dict[str, str]) -> None:
+    def _start(self, name: str, attempt: int, payload: tuple) -> None:
+        """Spawn a node; if it cannot start, its follower starts instead (it leaves its slot at once)."""
+        while True:
+            program, argv, env, _ = payload
+            if self._spawn(name, attempt, program, argv, env):
+                return
+            follower = self.followers.pop((name, attempt), None)
+            if follower is None:
+                return
+            name, attempt, payload = follower
+            del self.leaders[(name, attempt)]
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        leader = self.leaders.pop(key, None)
+        if leader is None:
+            return  # started already (or never asked for): the runner kills it once it hears of the start
+        del self.followers[leader]
+        while True:
+            self.replies.append(frame(("d", key[0], key[1], None)))
+            follower = self.followers.pop(key, None)
+            if follower is None:
+                return
+            key = (follower[0], follower[1])
+            del self.leaders[key]
+
+    def _spawn(self, name: str, attempt: int, program: str, argv: list[str], env_add: dict[str, str]) -> bool:
         env = self.env.copy()
         env.update(env_add)
         output = _Output(f"{self.logs}/{name}", attempt, time.monotonic())
@@ -213,16 +268,18 @@ class Keeper:
             for fd in fds:
                 os.close(fd)
             self.replies.append(frame(("e", name, attempt, error.strerror or str(error))))
-            return
+            return False
         os.close(fds[1])
         os.close(fds[3])
         os.set_blocking(fds[0], False)
         os.set_blocking(fds[2], False)
         output.read_fds = [fds[0], fds[2]]
         self.children[pid] = (name, attempt, output)
+        self.live.add((name, attempt))
         self.unwatched.append((pid, output))
         self._record(f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{pid},"k":{self.pid}}}\n')
         self.replies.append(frame(("s", name, attempt, pid)))
+        return True
 
     def _reap(self) -> None:
         while self.children:
@@ -252,13 +309,22 @@ class Keeper:
                 f'"w":{wall:.3f},"c":{cpu:.3f},"m":{usage.ru_maxrss},"t":{ended:.3f}}}\n'
             )
             self.replies.append(frame(("x", name, attempt, (rc, wall, cpu, usage.ru_maxrss, ended))))
+            self.live.discard((name, attempt))
+            follower = self.followers.pop((name, attempt), None)
+            if follower is not None:
+                del self.leaders[(follower[0], follower[1])]
+                self._start(*follower)
 
     def _record(self, line: str) -> None:
-        # On a full disk the runner still hears of it; only a later adoption cannot.
-        with contextlib.suppress(OSError):
-            os.write(self.procs_fd, line.encode())
+        self.records.append(line)
 
     def _send(self) -> None:
+        if self.records:  # one write for this turn's records, always before the replies that tell of them
+            data = "".join(self.records).encode()
+            self.records.clear()
+            # On a full disk the runner still hears of it; only a later adoption cannot.
+            with contextlib.suppress(OSError):
+                os.write(self.procs_fd, data)
         if not self.replies:
             return
         data = b"".join(self.replies)

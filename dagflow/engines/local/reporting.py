@@ -27,7 +27,9 @@ class RunInfo:
 
 class Reporter:
     """Does nothing; subclasses override what they show. tick() is called about every tick_interval
-    seconds while nodes run, when tick_interval is set."""
+    seconds while nodes run, when tick_interval is set; flush() once per turn of the runner's loop,
+    before it waits, so a reporter may hold what it has to say until then (a big run of short nodes
+    finishes many nodes a turn: one write for all of them, not one each)."""
 
     tick_interval: float | None = None
 
@@ -45,6 +47,8 @@ class Reporter:
     def nodes_blocked(self, names: list[str], by: str) -> None: ...
 
     def tick(self) -> None: ...
+
+    def flush(self) -> None: ...
 
     def run_finished(self, result: RunResult) -> None: ...
 
@@ -78,9 +82,20 @@ class PlainReporter(Reporter):
         self.runs_dir_hint = runs_dir_hint
         self.total = 0
         self.finished = 0
+        self._lines: list[str] = []
+        self._clock = (-1, "")  # (unix second, its HH:MM:SS)
 
     def _print(self, text: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')} {text}", file=self.stream)
+        now = int(time.time())
+        if now != self._clock[0]:
+            self._clock = (now, time.strftime("%H:%M:%S", time.localtime(now)))
+        self._lines.append(f"{self._clock[1]} {text}\n")
+
+    def flush(self) -> None:
+        if self._lines:
+            self.stream.write("".join(self._lines))
+            self._lines.clear()
+        self.stream.flush()
 
     def run_started(self, info: RunInfo) -> None:
         self.total = len(info.plan.nodes)
@@ -88,6 +103,7 @@ class PlainReporter(Reporter):
         verb = "resuming" if info.resumed else "starting"
         extra = f", {len(info.done)} already done" if info.done else ""
         self._print(f"{verb} run {info.run_id}: {self.total} nodes, {info.jobs} slots{extra} (logs in {info.run_dir})")
+        self.flush()
 
     def node_finished(
         self, name: str, state: str, attempt: int, rc: int | None, why: str | None, duration: float
@@ -110,9 +126,8 @@ class PlainReporter(Reporter):
     def run_finished(self, result: RunResult) -> None:
         if result.state == RUN_INTERRUPTED:
             self._print("interrupted")
-        for line in summary_lines(result, self.runs_dir_hint):
-            print(line, file=self.stream)
-        self.stream.flush()
+        self._lines.extend(f"{line}\n" for line in summary_lines(result, self.runs_dir_hint))
+        self.flush()
 
 
 class JsonReporter(Reporter):
@@ -120,12 +135,18 @@ class JsonReporter(Reporter):
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
+        self._lines: list[str] = []
 
     def _emit(self, event: str, **fields: Any) -> None:
         fields["event"] = event
         fields["t"] = round(time.time(), 3)
-        self.stream.write(json.dumps(fields, separators=(",", ":")) + "\n")
-        self.stream.flush()  # a consumer follows the run as it goes
+        self._lines.append(json.dumps(fields, separators=(",", ":")) + "\n")
+
+    def flush(self) -> None:  # each turn of the runner: a consumer follows the run as it goes
+        if self._lines:
+            self.stream.write("".join(self._lines))
+            self._lines.clear()
+        self.stream.flush()
 
     def run_started(self, info: RunInfo) -> None:
         self._emit(
@@ -138,7 +159,7 @@ class JsonReporter(Reporter):
             resumed=info.resumed,
             already_done=len(info.done),
         )
-        self.stream.flush()
+        self.flush()
 
     def node_started(self, name: str, attempt: int, gpus: tuple[str, ...]) -> None:
         self._emit("node_started", node=name, attempt=attempt, gpus=list(gpus))
@@ -174,4 +195,4 @@ class JsonReporter(Reporter):
             failed=[{"node": f.node, "why": f.why, "log": str(f.log) if f.log else None} for f in result.failures],
             promotions=promotion_records(result.run_dir, result.states),
         )
-        self.stream.flush()
+        self.flush()

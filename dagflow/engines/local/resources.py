@@ -123,6 +123,12 @@ def _gpu_fits(gpu: Gpu, res: Resources) -> bool:
     return res.gpu_memory_mb is None or gpu.memory_mb is None or gpu.memory_mb >= res.gpu_memory_mb
 
 
+def within(res: Resources, held: Resources) -> bool:
+    """A node asking res fits in what another node holds: it may follow it (runner.py). Not one that
+    needs GPUs: its devices are named when it is sent, so it could not start elsewhere first."""
+    return not res.gpus and res.cpus <= held.cpus and res.memory_mb <= held.memory_mb
+
+
 class ResourcePool:
     """Free cpus, memory and GPU devices. `--jobs` above the cpu count deliberately oversubscribes."""
 
@@ -145,6 +151,11 @@ class ResourcePool:
         self.free_cpus -= res.cpus
         self.free_memory_mb -= res.memory_mb
         return gpus
+
+    def take(self, res: Resources) -> None:
+        """Reserve res (no GPUs), known to fit: a follower taking what its leader just released."""
+        self.free_cpus -= res.cpus
+        self.free_memory_mb -= res.memory_mb
 
     def release(self, res: Resources, gpus: tuple[Gpu, ...]) -> None:
         self.free_cpus += res.cpus

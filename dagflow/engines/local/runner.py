@@ -69,10 +69,10 @@ from dagflow.engines.local.procs import (
     with_interpreter_on_path,
 )
 from dagflow.engines.local.reporting import Reporter, RunInfo
-from dagflow.engines.local.resources import Gpu, Machine, ResourcePool
+from dagflow.engines.local.resources import Gpu, Machine, ResourcePool, within
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder, attempt_key
 from dagflow.errors import DagflowError
-from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, StepInfo
+from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, Resources, StepInfo
 from dagflow.run.journal import (
     CACHED,
     CHECKPOINTED,
@@ -95,6 +95,10 @@ _HAS_PIDFD = hasattr(os, "pidfd_open")
 _FALLBACK_POLL_S = 0.02  # adopted nodes without pidfds (not Linux) are watched by polling at this interval
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _EXIT_RECORD_WAIT_S = 10.0  # how long an adopted node's keeper may take to record its exit
+# Ready nodes queued in the keeper behind each running node. One hides the runner's round trip only while
+# it is quicker than the follower; the second covers a runner that is busy (a journal sync) or not
+# scheduled (every core running nodes).
+FOLLOWERS_PER_SLOT = 2
 _KEEPER = 1  # selector data of the keeper's reply pipe (None: the wake pipe; a _Running: a pidfd)
 
 
@@ -113,6 +117,7 @@ class _Running:
     attempt: int
     started: float  # monotonic
     gpus: tuple[Gpu, ...]
+    res: Resources | None = None  # what it holds (or will, as a follower); None: an adopted node holding nothing
     pid: int | None = None  # None until the keeper says it started
     kill_reason: str | None = None  # "timeout" or "interrupt" once the runner has sent SIGTERM
     pending_signal: int | None = None  # a signal to send as soon as the pid is known
@@ -121,6 +126,10 @@ class _Running:
     keeper: int | None = None  # an adopted node's keeper pid
     pidfd: int | None = None  # an adopted node's pidfd
     measured: Measured | None = None  # what its keeper measured at its exit
+    # A follower waits in the keeper for its leader to exit and then starts in the leader's slot, on the
+    # leader's resources (keeper.py); it holds nothing of its own until the runner hears the leader ended.
+    leader: _Running | None = None
+    follower: _Running | None = None
 
 
 def describe_exit(rc: int) -> str:
@@ -165,6 +174,7 @@ class LocalRunner:
         self._seq = itertools.count()
         self._sync_in: float | None = None  # seconds until the journal wants commit() again
         self._outbox: list[bytes] = []  # start requests not yet written to the keeper
+        self._following = 0  # followers waiting in the keeper for their leader's exit (not holding a slot)
         self._replies = bytearray()
         self._leave_running = False  # stopped for a full disk: nodes run on, a resume adopts them
         self._stop_requests = 0
@@ -225,11 +235,14 @@ class LocalRunner:
             self._shut_down()
             restore()
             lock.release()
+            with contextlib.suppress(OSError, ValueError):  # what it had to say before an error stopped the run
+                self.reporter.flush()
 
     def _stop_for_storage(self, error: OSError) -> RunStorageError:
         self._leave_running = True
         run_id = self.layout.run_id
-        left = f"; {len(self.running)} running node(s) left running" if self.running else ""
+        started = sum(1 for running in self.running.values() if running.leader is None)
+        left = f"; {started} running node(s) left running" if started else ""
         return RunStorageError(
             f"run {run_id} stopped: cannot write under {self.layout.runs_dir}: {error.strerror or error}{left}; "
             f"free some space, then `dagflow run --resume {run_id}`"
@@ -339,6 +352,7 @@ class LocalRunner:
             self._sync_in = self.journal.commit()  # writes this turn's events before waiting
             if self.cache is not None:
                 self.cache.flush()
+            self.reporter.flush()
             self._wait()
 
         state = RUN_INTERRUPTED if self._stops_handled else RUN_FAILED if self.failures else RUN_SUCCEEDED
@@ -430,6 +444,7 @@ class LocalRunner:
             self.journal.write({"e": "start", "n": name, "a": entry.attempt, "pid": entry.pid})
         running = _Running(
             name, self.plan.steps[node.step], entry.attempt, time.monotonic(), gpus or (), pid=entry.pid,
+            res=self.plan.steps[node.step].resources if gpus is not None else None,
             holds=gpus is not None, adopted=True, keeper=entry.keeper,
         )
         self.running[name] = running
@@ -519,15 +534,56 @@ class LocalRunner:
     def _start_ready(self) -> None:
         jobs = self.jobs
         for step, queue in self.tracker.queues:
-            if len(self.running) >= jobs:
-                return
-            while queue and len(self.running) < jobs:
-                gpus = self.pool.acquire(self.memory.resources(queue[0], step))
+            while queue and len(self.running) - self._following < jobs:
+                res = self.memory.resources(queue[0], step)
+                gpus = self.pool.acquire(res)
                 if gpus is None:
                     break
-                self._launch(queue.popleft(), step, gpus)
+                self._launch(queue.popleft(), step, res, gpus, None)
+            if len(self.running) - self._following >= jobs:
+                break
+        if self._following and len(self.running) - self._following < jobs:
+            self._start_followers_now()
+        if self.tracker.has_ready():
+            self._add_followers()
 
-    def _launch(self, name: str, step: StepInfo, gpus: tuple[Gpu, ...]) -> None:
+    def _add_followers(self) -> None:
+        """Give each node of ours that runs without a follower one: the first ready node (in the order
+        _start_ready takes them) that fits in what the leader holds, to start in its slot (keeper.py). A
+        follower may have a follower, FOLLOWERS_PER_SLOT deep."""
+        for leader in list(self.running.values()):
+            if leader.follower is not None or leader.adopted or leader.res is None or leader.kill_reason is not None:
+                continue  # one follower each; an adopted node's keeper is not ours
+            depth, ahead = 0, leader.leader
+            while ahead is not None:
+                depth, ahead = depth + 1, ahead.leader
+            if depth >= FOLLOWERS_PER_SLOT:
+                continue
+            for step, queue in self.tracker.queues:
+                if queue and within(res := self.memory.resources(queue[0], step), leader.res):
+                    self._launch(queue.popleft(), step, res, (), leader)
+                    break
+
+    def _start_followers_now(self) -> None:
+        """A slot is free and nothing ready is left to fill it: a follower waiting behind a node that runs
+        on (a leader may run for hours) starts now instead, on resources of its own."""
+        for follower in list(self.running.values()):
+            if len(self.running) - self._following >= self.jobs:
+                return
+            leader = follower.leader
+            if leader is None or follower.pid is not None or follower.pending_signal is not None:
+                continue
+            assert follower.res is not None
+            if self.pool.acquire(follower.res) is None:
+                continue
+            follower.leader = leader.follower = None
+            self._following -= 1
+            follower.holds = True
+            self._outbox.append(frame(("n", follower.name, follower.attempt, None)))
+
+    def _launch(
+        self, name: str, step: StepInfo, res: Resources, gpus: tuple[Gpu, ...], leader: _Running | None
+    ) -> None:
         node: Node = self.plan.nodes[name]
         attempt = self.attempts.get(name, 0) + 1
         self.attempts[name] = attempt
@@ -538,10 +594,9 @@ class LocalRunner:
         if node.argv and node.argv[0] == DAGFLOW_LAUNCHER and "PYTHONPATH" not in env and "PYTHONPATH" in self._env:
             env["PYTHONPATH"] = self._env["PYTHONPATH"]
         argv = command_for(step.runtime.argv(node.argv), env)  # runtime.python: what `python` means
-        running = _Running(name, step, attempt, time.monotonic(), gpus)
+        running = _Running(name, step, attempt, time.monotonic(), gpus, res, holds=leader is None)
         self.running[name] = running
         self.states[name] = RUNNING
-        self.usage.started(name, tuple(gpu.index for gpu in gpus), None)
         try:
             argv = with_gpu_memory(argv, env, gpus)
             program = resolve_program(argv[0], env.get("PATH") or self._env["PATH"])
@@ -551,12 +606,30 @@ class LocalRunner:
         except OSError as error:
             self._cannot_start(running, argv[0], error.strerror or str(error))
             return
-        self._outbox.append(frame((name, attempt, program, argv, env)))
+        after = None
+        if leader is not None:
+            running.leader, leader.follower = leader, running
+            self._following += 1
+            after = (leader.name, leader.attempt)
+        self._outbox.append(frame(("s", name, attempt, (program, argv, env, after))))
+
+    def _started(self, running: _Running, pid: int) -> None:
+        """The keeper started it (at once, or as a follower when its leader exited)."""
+        name, attempt, step = running.name, running.attempt, running.step
+        running.pid = pid
+        running.started = now = time.monotonic()
+        devices = tuple(gpu.index for gpu in running.gpus)
+        self.usage.started(name, devices, None)
+        self.usage.pid_known(name, pid)
+        # Journaled this turn (its keeper has recorded it in procs.jsonl already).
+        self.journal.write({"e": "start", "n": name, "a": attempt, "pid": pid})
+        if running.pending_signal is not None:
+            kill_group(pid, running.pending_signal)
         if step.timeout_s:
-            self._add_timer(running.started + step.timeout_s, "timeout", name, attempt)
+            self._add_timer(now + step.timeout_s, "timeout", name, attempt)
         if memory_enforced(step):
-            self._add_timer(running.started + MEMORY_CHECK_S, "memory", name, attempt)
-        self.reporter.node_started(name, attempt, tuple(gpu.index for gpu in gpus))
+            self._add_timer(now + MEMORY_CHECK_S, "memory", name, attempt)
+        self.reporter.node_started(name, attempt, devices)
 
     def _cannot_start(self, running: _Running, program: str, error: str) -> None:
         why = f"cannot start {program!r}: {error}"
@@ -636,12 +709,10 @@ class LocalRunner:
                 running.measured = Measured.from_reply(value)
                 self._exited(running, value[0])
             elif kind == "s":
-                running.pid = value
-                self.usage.pid_known(name, value)
-                # Journaled this turn (its keeper has recorded it in procs.jsonl already).
-                self.journal.write({"e": "start", "n": name, "a": attempt, "pid": value})
-                if running.pending_signal is not None:
-                    kill_group(value, running.pending_signal)
+                self._started(running, value)
+            elif kind == "d":  # a follower dropped before it started (the run is stopping)
+                running.kill_reason = running.kill_reason or "interrupt"
+                self._exited(running, -signal.SIGTERM)
             else:
                 self._cannot_start(running, self.plan.nodes[name].argv[0], value)
 
@@ -662,7 +733,9 @@ class LocalRunner:
 
     def _signal(self, running: _Running, sig: int) -> None:
         if running.pid is None:
-            running.pending_signal = sig
+            running.pending_signal = sig  # for when the keeper's news of its start comes
+            if running.leader is not None:  # still waiting for its leader: the keeper drops it
+                self._outbox.append(frame(("d", running.name, running.attempt, None)))
         else:
             kill_group(running.pid, sig)
 
@@ -721,11 +794,23 @@ class LocalRunner:
         self._finished(running, rc, why)
 
     def _free(self, running: _Running) -> None:
-        """Give back a finished node's slot and resources."""
+        """Give back a finished node's slot and resources, or hand them to its follower."""
         del self.running[running.name]
+        leader = running.leader
+        if leader is not None:  # ended while waiting for its leader (dropped, or could not start)
+            running.leader = leader.follower = None
+            self._following -= 1
         if running.holds:
-            self.pool.release(self.memory.resources(running.name, running.step), running.gpus)
+            assert running.res is not None
+            self.pool.release(running.res, running.gpus)
             running.holds = False
+        follower = running.follower
+        if follower is not None:  # the keeper started it the moment this one exited
+            running.follower = follower.leader = None
+            self._following -= 1
+            assert follower.res is not None
+            self.pool.take(follower.res)
+            follower.holds = True
 
     def _checkpointed(self, running: _Running, rc: int) -> bool:
         """The node exited with its step's checkpoint code, by itself, and may restart once more."""

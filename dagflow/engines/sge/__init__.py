@@ -8,30 +8,32 @@ submitted = submit_sge(plan, runs_dir)
 status = wait_sge(submitted.layout)
 """
 
-from dagflow.engines.sge.commands import SgeError, SgeUnreachableError
-from dagflow.engines.sge.engine import (
-    SgeEngine,
-    SgeRunError,
-    Submitted,
-    cancel_sge,
-    prepare_sge,
-    resume_sge,
-    submit_sge,
-    wait_sge,
-)
-from dagflow.engines.sge.observe import is_sge_run, read_sge_status
+from __future__ import annotations
 
-__all__ = [
-    "SgeEngine",
-    "SgeError",
-    "SgeRunError",
-    "SgeUnreachableError",
-    "Submitted",
-    "cancel_sge",
-    "is_sge_run",
-    "prepare_sge",
-    "read_sge_status",
-    "resume_sge",
-    "submit_sge",
-    "wait_sge",
-]
+import importlib
+from typing import Any
+
+# Imported on first use (PEP 562), so that importing one of this package's light modules (settings.py,
+# which the CLI reads for every command) does not import the whole engine.
+_EXPORTS = {
+    "SgeError": "commands",
+    "SgeUnreachableError": "commands",
+    "SgeEngine": "engine",
+    "SgeRunError": "engine",
+    "Submitted": "engine",
+    "cancel_sge": "engine",
+    "prepare_sge": "engine",
+    "resume_sge": "engine",
+    "submit_sge": "engine",
+    "wait_sge": "engine",
+    "is_sge_run": "observe",
+    "read_sge_status": "observe",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

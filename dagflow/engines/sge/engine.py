@@ -19,7 +19,8 @@ from dagflow.engines.local.graph import check_plan
 from dagflow.engines.sge import commands
 from dagflow.engines.sge.observe import append_events, is_sge_run, read_sge_status, reconcile
 from dagflow.engines.sge.records import SgeRecords
-from dagflow.engines.sge.submit import DEFAULT_PE, submit_nodes
+from dagflow.engines.sge.settings import DEFAULT_PE, SGE_OPTIONS
+from dagflow.engines.sge.submit import submit_nodes
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
@@ -124,12 +125,7 @@ class SgeEngine(EngineBase):
 
     name: ClassVar[str] = "sge"
     summary: ClassVar[str] = "a Grid Engine cluster: qsub jobs (arrays where the wiring allows) with -hold_jid"
-    options: ClassVar[tuple[EngineOption, ...]] = (
-        EngineOption(
-            "sge_pe", ("--sge-pe",), "sge: parallel environment for steps with more than one cpu.",
-            default=DEFAULT_PE, commands=frozenset({"run", "submit"}), metavar="PE",
-        ),
-    )  # fmt: skip
+    options: ClassVar[tuple[EngineOption, ...]] = SGE_OPTIONS
     honours: ClassVar[frozenset[str]] = frozenset({"cpus", "memory", "gpus", "timeout", "runtime.python"})
 
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:

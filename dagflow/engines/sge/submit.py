@@ -19,12 +19,12 @@ from dagflow.engines.batch.submission import UnitSubmission
 from dagflow.engines.sge import commands
 from dagflow.engines.sge.records import JobRecord, SgeRecords
 from dagflow.engines.sge.script import render_script
+from dagflow.engines.sge.settings import DEFAULT_PE
 from dagflow.engines.sge.units import SINGLE, Unit, sge_units
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan, StepInfo, attributes
 from dagflow.plan.attributes import attribute_name
 
-DEFAULT_PE = "smp"
 _NOT_IN_NAME = re.compile(r"[\s/:@\\*?,]")  # characters Grid Engine refuses in a job name (and -ac's comma)
 
 

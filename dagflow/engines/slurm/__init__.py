@@ -7,30 +7,32 @@ submitted = submit_slurm(plan, runs_dir)
 status = wait_slurm(submitted.layout)
 """
 
-from dagflow.engines.slurm.commands import SlurmError, SlurmUnreachableError
-from dagflow.engines.slurm.engine import (
-    SlurmEngine,
-    SlurmRunError,
-    Submitted,
-    cancel_slurm,
-    prepare_slurm,
-    resume_slurm,
-    submit_slurm,
-    wait_slurm,
-)
-from dagflow.engines.slurm.observe import is_slurm_run, read_slurm_status
+from __future__ import annotations
 
-__all__ = [
-    "SlurmEngine",
-    "SlurmError",
-    "SlurmRunError",
-    "SlurmUnreachableError",
-    "Submitted",
-    "cancel_slurm",
-    "is_slurm_run",
-    "prepare_slurm",
-    "read_slurm_status",
-    "resume_slurm",
-    "submit_slurm",
-    "wait_slurm",
-]
+import importlib
+from typing import Any
+
+# Imported on first use (PEP 562), so that importing one of this package's light modules (settings.py,
+# which the CLI reads for every command) does not import the whole engine.
+_EXPORTS = {
+    "SlurmError": "commands",
+    "SlurmUnreachableError": "commands",
+    "SlurmEngine": "engine",
+    "SlurmRunError": "engine",
+    "Submitted": "engine",
+    "cancel_slurm": "engine",
+    "prepare_slurm": "engine",
+    "resume_slurm": "engine",
+    "submit_slurm": "engine",
+    "wait_slurm": "engine",
+    "is_slurm_run": "observe",
+    "read_slurm_status": "observe",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -19,6 +19,7 @@ from dagflow.engines.slurm import commands
 from dagflow.engines.slurm.observe import append_events, is_slurm_run, read_slurm_status, reconcile
 from dagflow.engines.slurm.records import SlurmRecords
 from dagflow.engines.slurm.script import NODE_SH
+from dagflow.engines.slurm.settings import SLURM_OPTIONS
 from dagflow.engines.slurm.submit import submit_nodes
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
@@ -114,7 +115,7 @@ class SlurmEngine(EngineBase):
 
     name: ClassVar[str] = "slurm"
     summary: ClassVar[str] = "a Slurm cluster: sbatch jobs (arrays where the wiring allows) with dependencies"
-    options: ClassVar[tuple[EngineOption, ...]] = ()
+    options: ClassVar[tuple[EngineOption, ...]] = SLURM_OPTIONS
     honours: ClassVar[frozenset[str]] = frozenset({"cpus", "memory", "gpus", "timeout", "runtime.python"})
 
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:

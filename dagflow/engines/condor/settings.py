@@ -1,0 +1,22 @@
+"""The condor engine's command-line options, apart from the engine so that the CLI can offer every
+engine's flags without importing the engines (engines/registry.py `options`)."""
+
+from __future__ import annotations
+
+from dagflow.engines.base import EngineOption
+from dagflow.spec.model import DATA_MODES
+
+_STARTING = frozenset({"run", "submit"})  # options that shape a new run's submission
+CONDOR_OPTIONS = (
+    EngineOption("schedd", ("--name", "--schedd"), "condor: schedd to submit to (default: the local one).",
+                 commands=_STARTING),
+    EngineOption("pool", ("--pool",), "condor: collector that knows the schedd.", commands=_STARTING),
+    EngineOption("max_gpu_jobs", ("--max-gpu-jobs",), "condor: GPU nodes DAGMan keeps submitted at once "
+                 "(MAXJOBS gpu N).", int, 16, commands=_STARTING, min=1),
+    EngineOption("data_mode", ("--data-mode",), "condor: transfer (nothing shared: HTCondor moves each node's "
+                 "declared inputs, scripts and outputs) or shared (jobs run in the pipeline's directory) "
+                 "(default: the pipeline's condor.data_mode, else transfer).", commands=_STARTING,
+                 metavar="|".join(DATA_MODES)),
+    EngineOption("dry_run", ("--dry-run",), "condor: print the DAGMan job's submit description; submit nothing.",
+                 bool, False, commands=frozenset({"submit", "resubmit"})),
+)

@@ -1,0 +1,17 @@
+"""The local engine's command-line options, apart from the engine so that the CLI can offer every
+engine's flags without importing the engines (engines/registry.py `options`)."""
+
+from __future__ import annotations
+
+from dagflow.engines.base import EngineOption
+
+LOCAL_OPTIONS = (
+    EngineOption("jobs", ("--jobs", "-j"), "Nodes running at once (default: the cpu count).", int, None, min=1),
+    EngineOption("gpus", ("--gpus",), "GPU devices to use, e.g. 0,1 (default: what nvidia-smi lists)."),
+    EngineOption(
+        "force", ("--force",), "Run this step (or node) and its descendants even if cached.", list, (),
+        metavar="STEP",
+    ),
+    EngineOption("no_cache", ("--no-cache",), "Run every node; skip nothing.", bool, False),
+    EngineOption("kill_grace", ("--kill-grace",), "Seconds between SIGTERM and SIGKILL.", float, 10.0, min=0),
+)

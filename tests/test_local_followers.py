@@ -1,0 +1,167 @@
+"""Followers: a ready node the keeper starts in a slot the moment the node there exits (keeper.py), so a
+DAG of short nodes does not wait for the runner's round trip per node.
+
+The keeper's side is driven through its own pipe protocol here; the runner's side through `dagflow run`:
+a follower queued behind a node that runs on starts elsewhere when a slot frees, Ctrl-C drops a follower
+that has not started, and a kill -9 of the runner leaves it unstarted for the resume to run once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+from collections import Counter
+from pathlib import Path
+
+from test_local_support import cli_env, dagflow_cli, node, step
+from test_run_cli import journal_of, start_runner, succeeded, wait_for, write_plan
+
+from dagflow.engines.local.keeper import frame, unframe
+from dagflow.engines.local.procs import start_keeper
+
+WAIT_FOR_FILE = "while [ ! -f {flag} ]; do sleep 0.05; done"
+
+
+class KeeperDriver:
+    """A keeper of our own: requests written as the runner writes them, replies read in order."""
+
+    def __init__(self, run_dir: Path, workdir: Path) -> None:
+        (run_dir / "logs").mkdir(parents=True)
+        self.run_dir = run_dir
+        previous = os.getcwd()
+        os.chdir(workdir)  # the keeper starts nodes in its working directory
+        try:
+            self.child, self.requests, self.replies_fd = start_keeper(run_dir, cli_env())
+        finally:
+            os.chdir(previous)
+        self.buffer = bytearray()
+        self.replies: list[tuple] = []
+
+    def send(self, *messages: tuple) -> None:
+        os.write(self.requests, b"".join(frame(message) for message in messages))
+
+    def start(self, name: str, script: str, after: tuple[str, int] | None = None) -> None:
+        self.send(("s", name, 1, ("/bin/sh", ["sh", "-c", script], {}, after)))
+
+    def until(self, kind: str, name: str, timeout: float = 60.0) -> list[tuple]:
+        """Read replies until (kind, name) comes; every reply read so far, in order."""
+        while not any(reply[0] == kind and reply[1] == name for reply in self.replies):
+            ready, _, _ = select.select([self.replies_fd], [], [], timeout)
+            assert ready, f"no {kind} {name} from the keeper; replies so far: {self.replies}"
+            chunk = os.read(self.replies_fd, 1 << 16)
+            assert chunk, f"the keeper exited before {kind} {name}; replies: {self.replies}"
+            self.buffer += chunk
+            self.replies += [tuple(reply[:3]) for reply in unframe(self.buffer)]
+        return self.replies
+
+    def close(self) -> int:
+        os.close(self.requests)
+        _, status = os.waitpid(self.child.pid, 0)
+        os.close(self.replies_fd)
+        return os.waitstatus_to_exitcode(status)
+
+    def started(self) -> list[str]:
+        lines = [json.loads(line) for line in (self.run_dir / "procs.jsonl").read_text().splitlines()]
+        return [line["n"] for line in lines if "rc" not in line]
+
+
+def test_a_follower_starts_when_its_leader_exits_and_not_before(tmp_path: Path) -> None:
+    keeper = KeeperDriver(tmp_path / "run", tmp_path)
+    keeper.start("lead", WAIT_FOR_FILE.format(flag="go"))
+    keeper.start("follow", "true", after=("lead", 1))
+    keeper.start("marker", "true")  # handled after the follower's request: by then it is queued
+    replies = keeper.until("x", "marker")
+    assert ("s", "follow", 1) not in replies
+    (tmp_path / "go").touch()
+    replies = keeper.until("x", "follow")
+    assert replies.index(("x", "lead", 1)) < replies.index(("s", "follow", 1))
+    assert keeper.close() == 0
+    assert keeper.started() == ["lead", "marker", "follow"]
+
+
+def test_start_now_and_drop_of_waiting_followers(tmp_path: Path) -> None:
+    keeper = KeeperDriver(tmp_path / "run", tmp_path)
+    keeper.start("lead", WAIT_FOR_FILE.format(flag="go"))
+    keeper.start("early", "true", after=("lead", 1))
+    keeper.send(("n", "early", 1, None))  # a slot freed elsewhere: it starts while its leader runs on
+    keeper.until("x", "early")
+    keeper.start("dropped", "echo ran >> dropped.txt", after=("lead", 1))
+    keeper.start("after-dropped", "echo ran >> dropped.txt", after=("dropped", 1))  # dropped with it
+    keeper.send(("d", "dropped", 1, None))
+    replies = keeper.until("d", "after-dropped")
+    assert ("d", "dropped", 1) in replies
+    keeper.send(("n", "early", 1, None), ("d", "early", 1, None))  # too late for both: nothing happens
+    (tmp_path / "go").touch()
+    keeper.until("x", "lead")
+    assert keeper.close() == 0
+    assert not (tmp_path / "dropped.txt").exists()
+    assert keeper.started() == ["lead", "early"]
+
+
+def test_followers_are_forgotten_when_the_runner_goes(tmp_path: Path) -> None:
+    keeper = KeeperDriver(tmp_path / "run", tmp_path)
+    keeper.start("lead", WAIT_FOR_FILE.format(flag="go"))
+    keeper.start("orphan", "echo ran > orphan.txt", after=("lead", 1))
+    keeper.until("s", "lead")
+    os.close(keeper.requests)  # what a killed runner leaves: end of file on the request pipe
+    keeper.requests = os.open(os.devnull, os.O_WRONLY)
+    (tmp_path / "go").touch()
+    assert keeper.close() == 0  # it exits once its node has, telling no one: nothing else was started
+    assert not (tmp_path / "orphan.txt").exists()
+    assert keeper.started() == ["lead"]
+
+
+def test_short_nodes_do_not_wait_behind_a_long_one(tmp_path: Path) -> None:
+    # The long node has the higher priority, so it is started first; followers are given to the nodes
+    # running. One waiting behind the long node starts as soon as another slot frees.
+    count = 'echo "$DAGFLOW_NODE" >> counter'
+    nodes = [node("long", "long", f"{count}; {WAIT_FOR_FILE.format(flag='go')}")]
+    nodes += [node(f"q{i}", "s", count) for i in range(8)]
+    plan = write_plan(tmp_path, nodes)
+    runner = start_runner(tmp_path, str(plan), "--run-id", "f", "--jobs", "2", "--no-cache")
+    try:
+        wait_for(lambda: succeeded(tmp_path, "f") >= {f"q{i}" for i in range(8)}, timeout=120)
+        assert "long" not in succeeded(tmp_path, "f")
+    finally:
+        (tmp_path / "go").touch()
+    out, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0, out + err
+    assert Counter((tmp_path / "counter").read_text().split()) == Counter([f"q{i}" for i in range(8)] + ["long"])
+
+
+def _one_slot_with_a_follower(tmp_path: Path) -> tuple[object, Path]:
+    count = 'echo "$DAGFLOW_NODE" >> counter'
+    nodes = [node("lead", "s", f"{count}; {WAIT_FOR_FILE.format(flag='go')}"), node("next", "s", count)]
+    plan = write_plan(tmp_path, nodes, [step("s")])
+    # one slot: `next` is sent as the follower of `lead` in the same write that starts `lead`
+    runner = start_runner(tmp_path, str(plan), "--run-id", "one", "--jobs", "1", "--no-cache", "--kill-grace", "0.5")
+    wait_for(lambda: "lead" in journal_of(tmp_path, "one").nodes, timeout=120)
+    return runner, plan
+
+
+def test_ctrl_c_drops_a_follower_that_has_not_started(tmp_path: Path) -> None:
+    runner, _ = _one_slot_with_a_follower(tmp_path)
+    runner.send_signal(signal.SIGINT)
+    out, err = runner.communicate(timeout=120)
+    assert runner.returncode == 130, out + err
+    states = {name: record.state for name, record in journal_of(tmp_path, "one").nodes.items()}
+    assert states == {"lead": "interrupted", "next": "interrupted"}
+    assert (tmp_path / "counter").read_text().split() == ["lead"]  # `next` never ran
+    (tmp_path / "go").touch()
+    resumed = dagflow_cli("run", "--resume", "one", "--no-cache", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert Counter((tmp_path / "counter").read_text().split()) == {"lead": 2, "next": 1}
+
+
+def test_kill_9_of_the_runner_leaves_a_waiting_follower_for_the_resume(tmp_path: Path) -> None:
+    runner, _ = _one_slot_with_a_follower(tmp_path)
+    runner.send_signal(signal.SIGKILL)
+    runner.wait(timeout=60)
+    (tmp_path / "go").touch()  # `lead` ends with no runner alive; its keeper records the exit
+    procs = tmp_path / ".dagflow" / "runs" / "one" / "procs.jsonl"
+    wait_for(lambda: any('"rc"' in line for line in procs.read_text().splitlines()), timeout=120)
+    resumed = dagflow_cli("run", "--resume", "one", "--no-cache", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert Counter((tmp_path / "counter").read_text().split()) == {"lead": 1, "next": 1}
