@@ -18,9 +18,12 @@ from dagflow.cli import app
 from dagflow.engines.base import EngineBase, EngineOption, Report
 from dagflow.engines.condor.engine import prepare_condor
 from dagflow.engines.registry import (
+    BUILTIN_ENGINES,
     EngineChoiceError,
+    engine_class,
     engine_names,
     engine_of_run,
+    engine_options,
     load_engine,
     register_engine,
     unregister_engine,
@@ -183,3 +186,20 @@ def test_the_engine_is_recorded_once_and_old_runs_fall_back_on_markers(tmp_path:
     assert RunLayout(tmp_path, "l1").recorded_engine() == "local"
     RunLayout(tmp_path, "l1").create(plan, engine="slurm")  # written once: never replaced
     assert RunLayout(tmp_path, "l1").recorded_engine() == "local"
+
+
+def test_every_builtin_engine_declares_the_same_options_apart_and_on_its_class() -> None:
+    # The CLI reads the light declarations (registry `options`); the engine class must agree with them.
+    for name in BUILTIN_ENGINES:
+        assert engine_options(name) == tuple(engine_class(name).options), name
+
+
+def test_the_cli_imports_no_cluster_engine() -> None:
+    # Building every command's flags used to import every engine (about 0.1 s per command).
+    probe = (
+        "import sys, dagflow.cli; "
+        "print(sorted(m for m in sys.modules if m.split('.')[:3] in (['dagflow', 'engines', e] for e in "
+        "('condor', 'slurm', 'sge')) and m.count('.') == 3 and not m.endswith('.settings')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

@@ -9,11 +9,8 @@ status = wait_slurm(submitted.layout)
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from dagflow.engines.lazy import lazy_exports
 
-# Imported on first use (PEP 562), so that importing one of this package's light modules (settings.py,
-# which the CLI reads for every command) does not import the whole engine.
 _EXPORTS = {
     "SlurmError": "commands",
     "SlurmUnreachableError": "commands",
@@ -30,9 +27,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)  # imported on first use: see engines/lazy.py
