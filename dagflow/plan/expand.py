@@ -120,39 +120,40 @@ class _Expander:
         step = model.steps[step_name]
         info = self.auto.resolve(step_name, step, _step_info(step_name, step, model))
         self.steps[step_name] = info
-        templates = _StepTemplates(step, self.run_id)
-        step_params = self.trial_params if self.overridden & templates.variables else self.params
         context = {**self.base_context, "step": step_name}
+        templates = _StepTemplates(step, self.run_id, context, info.axes)
+        step_params = self.trial_params if self.overridden & templates.variables else self.params
         produced: list[Node] = []
         parent_index = [
             _names_index(self.by_step[need], [a for a in self.steps[need].axes if a in info.axes])
             for need in step.needs
         ]
-        for values in itertools.product(*(model.matrix[axis] for axis in info.axes)):
-            coords = dict(zip(info.axes, values, strict=True))
-            context.update(coords)
-            name = ".".join((step_name, *values))
-            if name in self.nodes:
+        nodes = self.nodes
+        node_fields = templates.node_fields
+        axes = info.axes
+        trial_of = _trial_numbers(self.trial_number, model.matrix.get("trial") if "trial" in axes else None)
+        fixed_trial = _trial_int(str(self.trial_number)) if self.trial_number is not None else None
+        # (axis, value) pairs: dict() of a node's pairs is twice as fast as dict(zip(axes, values))
+        for pairs in itertools.product(*([(axis, value) for value in model.matrix[axis]] for axis in axes)):
+            coords = dict(pairs)
+            name = ".".join((step_name, *coords.values()))
+            if name in nodes:
                 raise _collision(self.spec, step_name, name)
-            parents: list[str] = []
-            for key_of, index in parent_index:
-                parents.extend(index.get(key_of(coords), ()))
-            trial = str(self.trial_number) if self.trial_number is not None else coords.get("trial")
+            if len(parent_index) == 1:
+                key_of, index = parent_index[0]
+                parents = list(index.get(key_of(coords), ()))
+            else:
+                parents = []
+                for key_of, index in parent_index:
+                    parents.extend(index.get(key_of(coords), ()))
+            argv, env, inputs, outputs, metrics, checkpoint_files = node_fields(coords)
+            trial = fixed_trial if trial_of is None else trial_of[coords["trial"]]
+            # positional: Node's field order (plan/model.py); keywords cost more than the rest of the loop
             node = Node(
-                name=name,
-                step=step_name,
-                argv=templates.argv(context),
-                env=templates.env(context),
-                coords=coords,
-                parents=parents,
-                inputs=templates.inputs(context),
-                outputs=templates.outputs(context),
-                trial=int(trial) if trial is not None and trial.isdigit() else None,
-                params=step_params,
-                metrics=templates.metrics(context),
-                checkpoint_files=templates.checkpoint_files(context),
-            )
-            self.nodes[name] = node
+                name, step_name, argv, env, coords, parents, inputs, outputs, trial, step_params, metrics,
+                checkpoint_files,
+            )  # fmt: skip
+            nodes[name] = node
             produced.append(node)
         self.by_step[step_name] = produced
         if step.publish:
@@ -333,67 +334,121 @@ def _requirements(step: StepSpec) -> str | None:
     return parts[0] if len(parts) == 1 else " && ".join(f"({part})" for part in parts)
 
 
-class _StepTemplates:
-    """A step's templated fields, parsed once and rendered per node."""
+def _trial_numbers(trial_number: int | None, trial_values: list[str] | None) -> dict[str, int | None] | None:
+    """Each value of the step's `trial` axis -> the trial number of its nodes (None if it is not a number);
+    None when a node's trial number does not depend on it: a search trial's expansion marks every node
+    with the trial's own number, and a step without the axis has none."""
+    if trial_number is not None or trial_values is None:
+        return None
+    return {value: _trial_int(value) for value in trial_values}
 
-    def __init__(self, step: StepSpec, run_id: str) -> None:
+
+def _trial_int(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+class _StepTemplates:
+    """A step's templated fields, parsed once and rendered per node.
+
+    What is the same for every node of the step (params, run id, pipeline and step names, the GPU memory
+    mark) is filled in once here, so a node renders only the parts that name its matrix coordinates, from
+    its coords alone; a field left with no variable is built once and shared by every node."""
+
+    def __init__(self, step: StepSpec, run_id: str, context: Mapping[str, str], axes: tuple[str, ...]) -> None:
         # S3 can change between runs without dagflow seeing it: the run id in a transfer-from-S3 node's
         # environment (so in its fingerprint) makes every run fetch; the transfer skips what is unchanged.
         remote_source = step.kind == "transfer" and (step.from_ or "").lower().startswith("s3://")
-        self._extra_env = {"DAGFLOW_RUN_ID": run_id} if remote_source else {}
+        extra_env = {"DAGFLOW_RUN_ID": run_id} if remote_source else {}
         if step.kind == "transfer":
             raw_argv = [DAGFLOW_LAUNCHER, "transfer", step.from_ or "", step.to or ""]
         elif isinstance(step.command, str):
             raw_argv = shlex.split(step.command)
         else:
             raw_argv = [str(part) for part in step.command or []]
-        self._argv = [parse_template(part) for part in raw_argv]
+        argv = [parse_template(part) for part in raw_argv]
+        env = {key: parse_template(param_text(value)) for key, value in step.env.items()}
+        inputs = [parse_template(path) for path in step.inputs]
+        outputs = [parse_template(path) for path in step.outputs]
+        metrics = parse_template(step.metrics) if step.metrics else None
+        checkpoint_files = [parse_template(path) for path in (step.checkpoint.files if step.checkpoint else [])]
+        every = [*argv, *env.values(), *inputs, *outputs, *checkpoint_files, *([metrics] if metrics else [])]
+        self.variables = frozenset(name for template in every for name in template.variables)
+
+        step_wide = {name: value for name, value in context.items() if name not in axes}
+        argv = [_fill(template, step_wide) for template in argv]
         # argv is built from a copy of its constant words, rendering only the words that vary
-        self._argv_words = [template.parts[0] if template.is_constant else "" for template in self._argv]
-        self._argv_varying = [(i, template) for i, template in enumerate(self._argv) if not template.is_constant]
-        self._env = {key: parse_template(param_text(value)) for key, value in step.env.items()}
-        self._inputs = [parse_template(path) for path in step.inputs]
-        self._outputs = [parse_template(path) for path in step.outputs]
-        self._metrics = parse_template(step.metrics) if step.metrics else None
-        self._checkpoint_files = [parse_template(path) for path in (step.checkpoint.files if step.checkpoint else [])]
+        self._argv_words = [template.parts[0] if template.is_constant else "" for template in argv]
+        self._argv_varying = [(i, template) for i, template in enumerate(argv) if not template.is_constant]
+        self._env = {key: _fill(template, step_wide) for key, template in env.items()}
+        self._extra_env = extra_env
+        self._inputs = [_fill(template, step_wide) for template in inputs]
+        self._outputs = [_fill(template, step_wide) for template in outputs]
+        self._metrics = _fill(metrics, step_wide) if metrics else None
+        self._checkpoint_files = [_fill(template, step_wide) for template in checkpoint_files]
         constant_env = _constant_dict(self._env)
-        self._constant_env = None if constant_env is None else {**constant_env, **self._extra_env}
+        self._constant_env = None if constant_env is None else {**constant_env, **extra_env}
         self._constant_inputs = _constant_list(self._inputs)
         self._constant_outputs = _constant_list(self._outputs)
         self._constant_checkpoint_files = _constant_list(self._checkpoint_files)
-        every = [*self._argv, *self._env.values(), *self._inputs, *self._outputs, *self._checkpoint_files]
-        if self._metrics is not None:
-            every.append(self._metrics)
-        self.variables = frozenset(name for template in every for name in template.variables)
+        # when only argv differs between nodes, the rest is one tuple they share
+        self._shared: tuple[Any, ...] | None = None
+        if (self._metrics is None or self._metrics.is_constant) and None not in (
+            self._constant_env, self._constant_inputs, self._constant_outputs, self._constant_checkpoint_files
+        ):  # fmt: skip
+            metrics_text = self._metrics.parts[0] if self._metrics else None
+            self._shared = (
+                self._constant_env, self._constant_inputs, self._constant_outputs, metrics_text,
+                self._constant_checkpoint_files,
+            )  # fmt: skip
 
-    def argv(self, context: dict[str, str]) -> list[str]:
+    def node_fields(self, coords: dict[str, str]) -> tuple[Any, ...]:
+        """A node's (argv, env, inputs, outputs, metrics, checkpoint_files), rendered from its coords."""
         argv = self._argv_words.copy()
         for index, template in self._argv_varying:
-            argv[index] = template.render(context)
-        return argv
+            argv[index] = template.render(coords)
+        if self._shared is not None:
+            return (argv, *self._shared)
+        return (
+            argv, self.env(coords), self.inputs(coords), self.outputs(coords), self.metrics(coords),
+            self.checkpoint_files(coords),
+        )  # fmt: skip
 
-    def checkpoint_files(self, context: dict[str, str]) -> list[str]:
+    def checkpoint_files(self, coords: dict[str, str]) -> list[str]:
         if self._constant_checkpoint_files is not None:
             return self._constant_checkpoint_files
-        return [template.render(context) for template in self._checkpoint_files]
+        return [template.render(coords) for template in self._checkpoint_files]
 
-    def metrics(self, context: dict[str, str]) -> str | None:
-        return self._metrics.render(context) if self._metrics else None
+    def metrics(self, coords: dict[str, str]) -> str | None:
+        return self._metrics.render(coords) if self._metrics else None
 
-    def env(self, context: dict[str, str]) -> dict[str, str]:
+    def env(self, coords: dict[str, str]) -> dict[str, str]:
         if self._constant_env is not None:
             return self._constant_env
-        return {**{key: template.render(context) for key, template in self._env.items()}, **self._extra_env}
+        return {**{key: template.render(coords) for key, template in self._env.items()}, **self._extra_env}
 
-    def inputs(self, context: dict[str, str]) -> list[str]:
+    def inputs(self, coords: dict[str, str]) -> list[str]:
         if self._constant_inputs is not None:
             return self._constant_inputs
-        return [template.render(context) for template in self._inputs]
+        return [template.render(coords) for template in self._inputs]
 
-    def outputs(self, context: dict[str, str]) -> list[str]:
+    def outputs(self, coords: dict[str, str]) -> list[str]:
         if self._constant_outputs is not None:
             return self._constant_outputs
-        return [template.render(context) for template in self._outputs]
+        return [template.render(coords) for template in self._outputs]
+
+
+def _fill(template: Template, known: Mapping[str, str]) -> Template:
+    """template with the variables known names replaced by their values: the rest stay variables."""
+    parts = template.parts
+    if len(parts) == 1 or not any(name in known for name in parts[1::2]):
+        return template
+    filled = [parts[0]]
+    for name, literal in zip(parts[1::2], parts[2::2], strict=True):
+        if name in known:
+            filled[-1] += known[name] + literal
+        else:
+            filled += [name, literal]
+    return Template(tuple(filled))
 
 
 def _constant_dict(templates: dict[str, Template]) -> dict[str, str] | None:

@@ -86,7 +86,7 @@ def dag_blocks(plan: Plan, submits: dict[str, StepSubmit], files: DagFiles, opti
             node_name(name)
             # Every value is checked where it is escaped (a control character is refused there); counting
             # the block's line breaks still guards the one that would start a DAG line of its own.
-            block = step.node_format.format(name, *step.values(node, True))
+            block = step.block(name, step.values(node, True))
         except ValueError as error:
             raise NodeError(name, str(error)) from None
         if block.count("\n") != step.line_breaks:
@@ -106,32 +106,54 @@ class _StepLines:
     """What every node of one step writes the same way."""
 
     values: Callable[[Node, bool], list[str]]  # the node's macro values (NodeVars.values)
-    # "JOB {0} <submit file>\nVARS {0} Macro1=\"{1}\" ...", then RETRY, PRIORITY and CATEGORY lines as the
-    # step has them: str.format of the node's name and escaped VARS values gives the node's block
-    node_format: str
-    line_breaks: int  # in node_format, so in every node's block
+    # The node's block as literal text around empty slots: `JOB <name> <submit file>`, `VARS <name>
+    # Macro1="<value 1>" ...`, then RETRY, PRIORITY and CATEGORY lines as the step has them. Filling a copy
+    # of the list and joining it is several times faster than str.format at 100k+ nodes.
+    pieces: list[str]
+    name_slots: tuple[int, ...]  # where the node's name goes (the first two: JOB and VARS)
+    value_slots: slice  # where its escaped VARS values go, in NodeVars.macros() order
+    line_breaks: int  # in every node's block
 
     @classmethod
     def of(cls, sub: StepSubmit, priority: int, gpu: bool) -> _StepLines:
         node_vars = NodeVars(sub)
-        macros = "".join(
-            f' {escape.macro_name(macro)}="{{{index}}}"' for index, macro in enumerate(node_vars.macros(), start=1)
-        )
         submit_file = escape.dag_path(str(sub.path), f"step {sub.step} submit file")
-        lines = ["JOB {0} " + _literal(submit_file), "VARS {0}" + macros]
+        pieces = ["JOB ", "", f" {submit_file}\nVARS ", ""]
+        name_slots = [1, 3]
+        first_value = len(pieces) + 1
+        closing = ""  # of the value before
+        for macro in node_vars.macros():
+            pieces += [f'{closing} {escape.macro_name(macro)}="', ""]
+            closing = '"'
+        value_slots = slice(first_value, len(pieces), 2)
+        tail = []  # (command, argument) of the lines after VARS
         if sub.dagman_retries > 0:
-            retry = f"RETRY {{0}} {int(sub.dagman_retries)}"
+            retry = str(int(sub.dagman_retries))
             if sub.dagman_retry_unless_exit is not None:
                 retry += f" UNLESS-EXIT {int(sub.dagman_retry_unless_exit)}"
-            lines.append(retry)
+            tail.append(("RETRY", retry))
         if int(priority):
-            lines.append(f"PRIORITY {{0}} {int(priority)}")
+            tail.append(("PRIORITY", str(int(priority))))
         if gpu:
-            lines.append(f"CATEGORY {{0}} {GPU_CATEGORY}")
-        node_format = "\n".join(lines)
-        return cls(values=node_vars.values, node_format=node_format, line_breaks=node_format.count("\n"))
+            tail.append(("CATEGORY", GPU_CATEGORY))
+        for command, argument in tail:
+            pieces += [f"{closing}\n{command} ", ""]
+            name_slots.append(len(pieces) - 1)
+            closing = f" {argument}"
+        pieces.append(closing)
+        return cls(
+            values=node_vars.values,
+            pieces=pieces,
+            name_slots=tuple(name_slots),
+            value_slots=value_slots,
+            line_breaks=1 + len(tail),
+        )
 
-
-def _literal(text: str) -> str:
-    """text as literal str.format text."""
-    return text.replace("{", "{{").replace("}", "}}")
+    def block(self, name: str, values: list[str]) -> str:
+        """The node's lines, joined by newlines, without the last one's."""
+        block = self.pieces.copy()
+        block[1] = block[3] = name
+        block[self.value_slots] = values
+        for slot in self.name_slots[2:]:
+            block[slot] = name
+        return "".join(block)

@@ -25,8 +25,8 @@ _FORBIDDEN = CONTROL_CHARACTERS
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MACRO_NAME = re.compile(r"[A-Za-z0-9_]+")
 # DAGMan node names: no whitespace or quotes; `+` separates splice names, so it is kept out too.
-_NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-_RESERVED_NODE_NAMES = frozenset({"PARENT", "CHILD", "ALL_NODES"})
+# PARENT, CHILD and ALL_NODES (any case) are DAG-file keywords.
+_NODE_NAME = re.compile(r"(?!(?i:PARENT|CHILD|ALL_NODES)\Z)[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _DOLLAR_RUN = re.compile(r"\$+")
 _FUNCTION_FORM = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*\(")
 _DOLLAR_MACRO = re.compile(r"\$\(dollar\)", re.IGNORECASE)
@@ -38,7 +38,7 @@ def check_text(value: str, what: str = "value") -> str:
     """Return value unchanged, or raise ValueError if it holds a character no format can carry."""
     if not isinstance(value, str):
         raise ValueError(f"{what} must be a string, not {type(value).__name__}")
-    bad = _FORBIDDEN.search(value)
+    bad = None if value.isprintable() else _FORBIDDEN.search(value)  # isprintable: a faster first pass
     if bad:
         raise ValueError(
             f"{what} contains control character {bad.group()!r} at position {bad.start()}; "
@@ -119,7 +119,9 @@ def arguments(argv: list[str], what: str = "command") -> str:
     # \x1f (a control character, so never inside a checked argument) marks the argument breaks,
     # letting the quoting run as whole-string operations.
     raw = "'" + "\x1f".join(argv).replace("'", "''").replace("\x1f", "' '") + "'"
-    if _FORBIDDEN.search(raw):  # one scan for the whole line; name the argument only on failure
+    # one scan for the whole line (every control character is unprintable; isprintable is the faster scan);
+    # name the argument only on failure
+    if not raw.isprintable() and _FORBIDDEN.search(raw):
         for index, arg in enumerate(argv):
             check_text(arg, f"{what} argument {index}")
     return inert_dollars(raw.replace('"', '""'), what)
@@ -167,7 +169,7 @@ def attribute_name(name: str, what: str = "attribute") -> str:
 
 def node_name(name: str) -> str:
     """A DAGMan node name (also used in file names)."""
-    if not _NODE_NAME.fullmatch(name) or name.upper() in _RESERVED_NODE_NAMES:
+    if not _NODE_NAME.fullmatch(name):
         raise ValueError(
             f"node name {name!r} cannot be used in a DAG: allowed are letters, digits, '_', '.' and '-' "
             "(not starting with '.' or '-'), and not PARENT, CHILD or ALL_NODES"

@@ -24,6 +24,7 @@ from dagflow.engines.condor.transfer import (
     MISSING_FILE_HOLD,
     SHARED,
     TRANSFER,
+    ScriptFiles,
     file_list,
     node_inputs,
     node_outputs,
@@ -277,7 +278,8 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
 
 
 class NodeVars:
-    """Builds each node's VARS pairs for one step, memoising what nodes share (env, coordinates)."""
+    """Builds each node's VARS pairs for one step, memoising what nodes share (env, coordinates, the
+    program name's check)."""
 
     def __init__(self, sub: StepSubmit) -> None:
         self.sub = sub
@@ -285,8 +287,10 @@ class NodeVars:
         # Each memo holds the value as submit text and as the inside of a DAGMan VARS value.
         self._env: dict[int, tuple[dict[str, str], tuple[str, str]]] = {}
         self._coords: dict[str | None, tuple[str, str]] = {None: ("undefined", "undefined")}
-        self._files: dict[str, bool] = {}  # which command words name files in the pipeline's directory
-        self._runtime = Runtime(python=sub.python)
+        self._axes = tuple(axis for axis, _ in sub.axis_macros)
+        self._programs: set[str] = set()  # argv[0] values already checked
+        self._script_files = ScriptFiles(sub.workdir)
+        self._runtime = Runtime(python=sub.python) if sub.python else None
 
     def _environment(self, env: dict[str, str]) -> tuple[str, str]:
         hit = self._env.get(id(env))
@@ -304,6 +308,15 @@ class NodeVars:
             forms = self._coords[value] = (literal, escape.vars_escape(literal))
         return forms
 
+    def _check_program(self, argv: list[str]) -> None:
+        if not argv:
+            raise ValueError("the command is empty")
+        first = argv[0]
+        if first.startswith("-") or "=" in first:
+            # /usr/bin/env would read it as an option or a VAR=value assignment, not a program.
+            raise ValueError(f"program name {first!r} must not start with '-' or contain '='")
+        self._programs.add(first)
+
     def macros(self) -> list[str]:
         """The macro names every node of the step sets, in the order values() gives them."""
         names = [ARGS_MACRO, ENV_MACRO] + [macro for _, macro in self.sub.axis_macros]
@@ -315,27 +328,28 @@ class NodeVars:
         """The node's macro values, already submit-language text, in macros() order; with for_vars,
         each also escaped as the inside of a DAGMan VARS value (`\\` and `"` backslash-escaped)."""
         argv = node.argv
-        if not argv:
-            raise ValueError("the command is empty")
-        first = argv[0]
-        if first.startswith("-") or "=" in first:
-            # /usr/bin/env would read it as an option or a VAR=value assignment, not a program.
-            raise ValueError(f"program name {first!r} must not start with '-' or contain '='")
+        if not argv or argv[0] not in self._programs:
+            self._check_program(argv)
         form = 1 if for_vars else 0
-        argv = self._runtime.argv(argv)
-        if self.sub.transfers:
+        if self._runtime is not None:
+            argv = self._runtime.argv(argv)
+        sub = self.sub
+        if sub.transfers:
             outputs = node_outputs(node)
             file_list(outputs, "output")  # the same names the wrapper hands back: no blanks or commas
             argv = [str(len(outputs)), *outputs, *argv]
-        arguments = fill_match_time(escape.arguments(argv), self.sub.gpus)
+        arguments = fill_match_time(escape.arguments(argv), sub.gpus)
         values = [escape.vars_escape(arguments) if for_vars else arguments, self._environment(node.env)[form]]
         coords = node.coords
-        for axis, _ in self.sub.axis_macros:
-            values.append(self._coordinate(axis, coords.get(axis))[form])
-        if self.sub.transfers:
-            inputs = file_list(node_inputs(node, self.sub.workdir, self._files), "input")
+        memo = self._coords
+        for axis in self._axes:
+            value = coords.get(axis)
+            forms = memo.get(value) or self._coordinate(axis, value)
+            values.append(forms[form])
+        if sub.transfers:
+            inputs = file_list(node_inputs(node, self._script_files), "input")
             values.append(escape.vars_escape(inputs) if for_vars else inputs)
-        if self.sub.has_trial:
+        if sub.has_trial:
             values.append("undefined" if node.trial is None else str(int(node.trial)))
         return values
 

@@ -18,9 +18,9 @@ image, a node-local dataset) and are neither transferred nor rewritten.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
-from collections.abc import Iterable
 from pathlib import Path
 
 from dagflow.engines.condor import escape
@@ -82,38 +82,51 @@ def _relative(path: str, what: str) -> str | None:
     return normal
 
 
-def script_files(argv: list[str], workdir: Path, known: dict[str, bool] | None = None) -> list[str]:
-    """The argv words (or `--opt=VALUE` values) that name files in the pipeline's directory now: the
-    command's scripts and configuration files. `known` caches the answers for one compile (the nodes of a
-    step share most words, and a 100k-node plan would otherwise stat a million paths)."""
-    known = {} if known is None else known
-    found = []
-    for word in argv:
+class ScriptFiles:
+    """Which argv words (or `--opt=VALUE` values) name files in the pipeline's directory now: the command's
+    scripts and configuration files. One instance serves one compile and remembers every answer: the nodes
+    of a step share most words, and a 100k-node plan would otherwise stat a million paths. A word under a
+    directory that is not there (`models/us/7/metrics.json`, an output to be) is answered without a stat."""
+
+    def __init__(self, workdir: Path) -> None:
+        self._workdir = str(workdir)
+        self._words: dict[str, str | None] = {}  # word -> the file's normalised path, or None
+        self._directories: dict[str, bool] = {"": True}  # normalised path -> is a directory now
+
+    def __call__(self, argv: list[str]) -> list[str]:
+        found = []
+        words = self._words
+        for word in argv:
+            if word not in words:
+                words[word] = self._file_named(word)
+            path = words[word]
+            if path is not None:
+                found.append(path)
+        return found
+
+    def _file_named(self, word: str) -> str | None:
         candidate = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
         if not candidate or candidate.startswith(("-", "/")) or is_url(candidate):
-            continue
+            return None
         normal = posixpath.normpath(candidate)
         if normal.startswith("../") or normal in (".", ".."):
-            continue
-        is_file = known.get(normal)
-        if is_file is None:
-            is_file = known[normal] = _is_file(workdir / normal)
-        if is_file:
-            found.append(normal)
-    return found
+            return None
+        if not self._is_directory(posixpath.dirname(normal)):
+            return None
+        return normal if os.path.isfile(os.path.join(self._workdir, normal)) else None
+
+    def _is_directory(self, path: str) -> bool:
+        known = self._directories.get(path)
+        if known is None:
+            known = self._is_directory(posixpath.dirname(path)) and os.path.isdir(os.path.join(self._workdir, path))
+            self._directories[path] = known
+        return known
 
 
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except (OSError, ValueError):  # a word too long to be a file name, or holding a NUL
-        return False
-
-
-def node_inputs(node: Node, workdir: Path, known: dict[str, bool] | None = None) -> list[str]:
-    """What the node's job receives: declared inputs, then script files, each once (known: see script_files)."""
+def node_inputs(node: Node, script_files: ScriptFiles) -> list[str]:
+    """What the node's job receives: declared inputs, then script files, each once."""
     paths = [_relative(path, "input") for path in node.inputs]
-    paths += script_files(node.argv, workdir, known)
+    paths += script_files(node.argv)
     return _unique(paths)
 
 
@@ -130,8 +143,10 @@ def node_outputs(node: Node) -> list[str]:
     return sorted(_unique(paths), key=lambda path: path.count("/"))
 
 
-def _unique(paths: Iterable[str | None]) -> list[str]:
-    return list(dict.fromkeys(path for path in paths if path is not None))
+def _unique(paths: list[str | None]) -> list[str]:
+    if None in paths:
+        paths = [path for path in paths if path is not None]
+    return list(dict.fromkeys(paths))  # type: ignore[arg-type]
 
 
 def file_list(paths: list[str], what: str) -> str:
