@@ -90,13 +90,14 @@ class _Output:
     watching costs epoll calls and wakeups); a shorter node's output is read when it exits.
     """
 
-    __slots__ = ("attempt", "logs", "prefix", "read_fds", "started")
+    __slots__ = ("attempt", "logs", "prefix", "read_fds", "started", "watched")
 
     def __init__(self, prefix: str, attempt: int, started: float) -> None:
         self.prefix = prefix
         self.attempt = attempt
         self.started = started
         self.read_fds = [-1, -1]  # -1 once closed
+        self.watched = False  # its open read_fds are registered with the selector
         self.logs = [-1, -1]
 
     def pump(self, stream: int) -> bool:
@@ -196,6 +197,7 @@ class Keeper:
                 continue  # it has exited already
             for stream, fd in enumerate(output.read_fds):
                 self.selector.register(fd, selectors.EVENT_READ, (output, stream))
+            output.watched = True
 
     def _read_requests(self) -> bool:
         while True:
@@ -300,9 +302,10 @@ class Keeper:
             # Whatever the node left behind in its process group goes with it, as under HTCondor.
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
-            for fd in output.read_fds:
-                if fd >= 0 and fd in self.selector.get_map():
-                    self.selector.unregister(fd)
+            if output.watched:
+                for fd in output.read_fds:
+                    if fd >= 0:
+                        self.selector.unregister(fd)
             output.close()
             self._record(
                 f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{pid},"rc":{rc},'
