@@ -44,6 +44,7 @@ from types import FrameType
 
 from dagflow.engines.batch.gpu_memory import GpuMemoryUnknownError, fill_batch_gpu_memory
 from dagflow.engines.batch.usage import Stopwatch, oom_kills, reason_of, record_attempt, wait_measured
+from dagflow.run.exits import describe_exit
 
 RESERVED_EXITS = frozenset({99, 100})  # Grid Engine: 99 requeues the job, 100 puts it in error state
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -95,16 +96,6 @@ def journal(path: Path, event: dict[str, object], durable: bool = False) -> None
             os.fdatasync(fd)
     finally:
         os.close(fd)
-
-
-def describe_exit(rc: int) -> str:
-    """As the local engine words it."""
-    if rc < 0:
-        try:
-            return f"killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    return f"exit code {rc}"
 
 
 def exit_status(rc: int) -> int:

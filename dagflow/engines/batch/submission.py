@@ -11,18 +11,50 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
 from pathlib import Path
 
-from dagflow.engines.slurm.records import JobRecord, SlurmRecords
+from dagflow.engines.batch.records import BatchRecords, JobRecord
+from dagflow.engines.batch.script import KILL_GRACE_S, SINGLE
 from dagflow.engines.slurm.units import Unit
 from dagflow.errors import DagflowError
-from dagflow.plan import Plan
+from dagflow.plan import Plan, StepInfo, attributes
+from dagflow.plan.attributes import attribute_name
 
 PARALLEL_SUBMITS = 8  # each submit is one process and one scheduler round trip per job
+
+
+def job_attributes(plan: Plan, unit: Unit, with_node: bool) -> dict[str, object]:
+    """The Dagflow attributes of a unit's job (as HTCondor jobs carry them); a single node's job also
+    carries its matrix values (and, with_node, its name)."""
+    step = plan.steps[unit.step]
+    attrs: dict[str, object] = {
+        attributes.PIPELINE: plan.pipeline,
+        attributes.RUN_ID: plan.run_id,
+        attributes.STEP: step.name,
+        attributes.KIND: step.kind,
+    }
+    if not unit.is_array:
+        node = plan.nodes[unit.tasks[SINGLE]]
+        if with_node:
+            attrs[attributes.NODE] = node.name
+        for axis, value in node.coords.items():
+            attrs[attribute_name(axis)] = value
+        if node.trial is not None:
+            attrs[attributes.TRIAL] = node.trial
+    attrs.update(step.classads)
+    return attrs
+
+
+def time_limit_s(step: StepInfo) -> int | None:
+    """A job's time limit, a backstop above the node wrapper's own per-attempt timeouts: every attempt, its
+    kill grace, and a minute; None for a step without a timeout."""
+    if not step.timeout_s:
+        return None
+    return (step.retries + 1) * (step.timeout_s + KILL_GRACE_S) + 60
 
 
 class UnitSubmission:
     """Submits units in order, resolving each one's dependencies to the jobs already submitted."""
 
-    def __init__(self, plan: Plan, run_dir: Path, records: SlurmRecords, sub: int) -> None:
+    def __init__(self, plan: Plan, run_dir: Path, records: BatchRecords, sub: int) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.records = records

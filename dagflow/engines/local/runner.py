@@ -73,6 +73,7 @@ from dagflow.engines.local.resources import Gpu, Machine, ResourcePool, within
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder, attempt_key
 from dagflow.errors import DagflowError
 from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, Resources, StepInfo
+from dagflow.run.exits import describe_exit
 from dagflow.run.journal import (
     CACHED,
     CHECKPOINTED,
@@ -130,15 +131,6 @@ class _Running:
     # leader's resources (keeper.py); it holds nothing of its own until the runner hears the leader ended.
     leader: _Running | None = None
     follower: _Running | None = None
-
-
-def describe_exit(rc: int) -> str:
-    if rc < 0:
-        try:
-            return f"killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    return f"exit code {rc}"
 
 
 class LocalRunner:

@@ -9,15 +9,13 @@ from __future__ import annotations
 import getpass
 import os
 import re
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from dagflow.engines.batch.client import TIMEOUT_S, SchedulerClient
 from dagflow.errors import EXIT_UNREACHABLE, DagflowError
 
-TIMEOUT_S = 60.0
 DEFAULT_MAX_ARRAY = 75000  # Grid Engine's default max_aj_tasks
 
 
@@ -46,22 +44,13 @@ _UNREACHABLE = re.compile(
 )
 
 
+# qsub and qconf say some refusals on stdout.
+_CLIENT = SchedulerClient("Grid Engine", _where, _UNREACHABLE, SgeUnreachableError, SgeError, stdout_in_errors=True)
+
+
 def run_sge(argv: Sequence[str], timeout_s: float = TIMEOUT_S) -> str:
     """Run a Grid Engine client command and return its stdout; raise SgeUnreachableError or SgeError."""
-    if shutil.which(argv[0]) is None:
-        raise SgeUnreachableError(f"no Grid Engine reachable: `{argv[0]}` is not on PATH (tried {_where()})")
-    try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        raise SgeUnreachableError(
-            f"no Grid Engine reachable: `{argv[0]}` did not answer in {timeout_s:.0f} s (tried {_where()})"
-        ) from None
-    if done.returncode != 0:
-        message = " ".join((done.stderr + " " + done.stdout).split()) or f"exit status {done.returncode}"
-        if _UNREACHABLE.search(message):
-            raise SgeUnreachableError(f"no Grid Engine reachable: `{argv[0]}` failed ({message}; tried {_where()})")
-        raise SgeError(f"{argv[0]} failed: {message}")
-    return done.stdout
+    return _CLIENT.run(argv, timeout_s=timeout_s)
 
 
 def qsub(options: Sequence[str], script: str) -> str:

@@ -1,22 +1,16 @@
-"""What the Grid Engine engine keeps in a run directory, under `<run>/sge/` (the Slurm engine's layout):
-
-    scripts/         one job script per submitted unit, `<submission>-<unit>.sh`
-    jobs.jsonl       one line per submitted job: {"sub": n, "job": number, "unit": name, "tasks": {task: node}}
-    cancelled        the submission number `dagflow cancel` stopped
-    wrapper.log      the job scripts' own output (nodes write to logs/<node>.out|.err)
-
-Array task ids start at 1 (Grid Engine's), a single-node job's task is -1.
-"""
+"""What the Grid Engine engine keeps in a run directory: the batch engines' records
+(engines/batch/records.py) under `<run>/sge/`. Array task ids start at 1 (Grid Engine's), a single-node
+job's task is -1."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from dagflow.engines.slurm.records import JobRecord, SlurmRecords
+from dagflow.engines.batch.records import BatchRecords, JobRecord
 
 __all__ = ["JobRecord", "SgeRecords"]
 
 
-class SgeRecords(SlurmRecords):
+class SgeRecords(BatchRecords):
     def __init__(self, run_dir: Path) -> None:
-        self.dir = Path(run_dir) / "sge"
+        super().__init__(run_dir, "sge")

@@ -14,44 +14,21 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from dagflow.engines.batch.script import KILL_GRACE_S
-from dagflow.engines.batch.submission import UnitSubmission
+from dagflow.engines.batch.submission import UnitSubmission, job_attributes, time_limit_s
 from dagflow.engines.sge import commands
 from dagflow.engines.sge.records import JobRecord, SgeRecords
 from dagflow.engines.sge.script import render_script
 from dagflow.engines.sge.settings import DEFAULT_PE
-from dagflow.engines.sge.units import SINGLE, Unit, sge_units
+from dagflow.engines.sge.units import Unit, sge_units
 from dagflow.errors import DagflowError
-from dagflow.plan import Plan, StepInfo, attributes
-from dagflow.plan.attributes import attribute_name
+from dagflow.plan import Plan
 
 _NOT_IN_NAME = re.compile(r"[\s/:@\\*?,]")  # characters Grid Engine refuses in a job name (and -ac's comma)
 
 
-def time_limit_s(step: StepInfo) -> int | None:
-    """h_rt: every attempt, its kill grace, and a minute."""
-    if not step.timeout_s:
-        return None
-    return (step.retries + 1) * (step.timeout_s + KILL_GRACE_S) + 60
-
-
 def context(plan: Plan, unit: Unit) -> str:
     """The Dagflow attributes of a job as `-ac name=value,...`; values with a comma cannot be said there."""
-    step = plan.steps[unit.step]
-    attrs: dict[str, object] = {
-        attributes.PIPELINE: plan.pipeline,
-        attributes.RUN_ID: plan.run_id,
-        attributes.STEP: step.name,
-        attributes.KIND: step.kind,
-    }
-    if not unit.is_array:
-        node = plan.nodes[unit.tasks[SINGLE]]
-        attrs[attributes.NODE] = node.name
-        for axis, value in node.coords.items():
-            attrs[attribute_name(axis)] = value
-        if node.trial is not None:
-            attrs[attributes.TRIAL] = node.trial
-    attrs.update(step.classads)
+    attrs = job_attributes(plan, unit, with_node=True)
     return ",".join(f"{name}={value}" for name, value in attrs.items() if "," not in f"{value}")
 
 

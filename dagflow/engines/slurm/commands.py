@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from dagflow.engines.batch.client import TIMEOUT_S, SchedulerClient
 from dagflow.errors import EXIT_UNREACHABLE, DagflowError
-
-TIMEOUT_S = 60.0
 
 
 class SlurmError(DagflowError):
@@ -41,27 +38,15 @@ _UNREACHABLE = re.compile(
 )
 
 
+_CLIENT = SchedulerClient("Slurm", _where, _UNREACHABLE, SlurmUnreachableError, SlurmError)
+
+
 def run_slurm(argv: Sequence[str], input_text: str | None = None, timeout_s: float = TIMEOUT_S) -> str:
     """Run a Slurm client command and return its stdout; raise SlurmUnreachableError or SlurmError."""
     conf = os.environ.get("SLURM_CONF")
     if conf and not os.path.isfile(conf):  # Slurm itself would retry reading it for a minute
         raise SlurmUnreachableError(f"no Slurm reachable: SLURM_CONF={conf} is not a file")
-    if shutil.which(argv[0]) is None:
-        raise SlurmUnreachableError(f"no Slurm reachable: `{argv[0]}` is not on PATH (tried {_where()})")
-    try:
-        done = subprocess.run(
-            list(argv), input=input_text, capture_output=True, text=True, timeout=timeout_s, check=False
-        )
-    except subprocess.TimeoutExpired:
-        raise SlurmUnreachableError(
-            f"no Slurm reachable: `{argv[0]}` did not answer in {timeout_s:.0f} s (tried {_where()})"
-        ) from None
-    if done.returncode != 0:
-        message = " ".join(done.stderr.split()) or f"exit status {done.returncode}"
-        if _UNREACHABLE.search(message):
-            raise SlurmUnreachableError(f"no Slurm reachable: `{argv[0]}` failed ({message}; tried {_where()})")
-        raise SlurmError(f"{argv[0]} failed: {message}")
-    return done.stdout
+    return _CLIENT.run(argv, input_text, timeout_s)
 
 
 def sbatch(options: Sequence[str], script: str) -> str:

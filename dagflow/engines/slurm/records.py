@@ -1,103 +1,25 @@
-"""What the Slurm engine keeps in a run directory, under `<run>/slurm/`:
-
-    node.sh          (runs before the shared Python node wrapper only) the bash wrapper their scripts sourced
-    scripts/         one batch script per submitted unit, `<submission>-<unit>.sh`
-    jobs.jsonl       one line per submitted job: {"sub": n, "job": id, "unit": name, "tasks": {task: node}}
-    cancelled        the submission number `dagflow cancel` stopped
-    wrapper.log      the batch scripts' own output (nodes write to logs/<node>.out|.err)
-
-A submission is one `dagflow submit` or resume; status looks only at the latest one, since a resume
-submits again every node that had not finished.
-"""
+"""What the Slurm engine keeps in a run directory: the batch engines' records (engines/batch/records.py)
+under `<run>/slurm/`, and in runs made before the shared Python node wrapper, `node.sh`: the bash wrapper
+their scripts sourced."""
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from dagflow.engines.slurm.units import SINGLE
+from dagflow.engines.batch.records import BatchRecords, JobRecord
+
+__all__ = ["JobRecord", "SlurmRecords"]
 
 
-@dataclass(frozen=True, slots=True)
-class JobRecord:
-    sub: int
-    job: str
-    unit: str
-    tasks: dict[int, str]  # task id (-1 for a single-node job) -> node
-
-    def ref(self, task: int) -> str:
-        """How Slurm names one node's job: "123" or, for an array task, "123_4"."""
-        return self.job if task == SINGLE else f"{self.job}_{task}"
-
-
-class SlurmRecords:
+class SlurmRecords(BatchRecords):
     def __init__(self, run_dir: Path) -> None:
-        self.dir = Path(run_dir) / "slurm"
-
-    @property
-    def jobs_path(self) -> Path:
-        return self.dir / "jobs.jsonl"
-
-    @property
-    def scripts_dir(self) -> Path:
-        return self.dir / "scripts"
+        super().__init__(run_dir, "slurm")
 
     @property
     def node_sh(self) -> Path:
         return self.dir / "node.sh"
 
-    @property
-    def wrapper_log(self) -> Path:
-        return self.dir / "wrapper.log"
-
-    def exists(self) -> bool:
-        return self.dir.is_dir()
-
     def create(self, node_sh: str = "") -> None:
-        self.scripts_dir.mkdir(parents=True, exist_ok=True)
+        super().create()
         if node_sh:
             self.node_sh.write_text(node_sh)
-
-    def append(self, records: list[JobRecord]) -> None:
-        lines = "".join(
-            json.dumps({"sub": r.sub, "job": r.job, "unit": r.unit, "tasks": r.tasks}, separators=(",", ":")) + "\n"
-            for r in records
-        )
-        with open(self.jobs_path, "a") as handle:
-            handle.write(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-
-    def jobs(self) -> list[JobRecord]:
-        try:
-            text = self.jobs_path.read_text()
-        except FileNotFoundError:
-            return []
-        records = []
-        for line in text.splitlines():
-            try:
-                raw = json.loads(line)
-            except ValueError:  # a torn last line of an interrupted submission
-                continue
-            tasks = {int(task): node for task, node in raw["tasks"].items()}
-            records.append(JobRecord(raw["sub"], raw["job"], raw["unit"], tasks))
-        return records
-
-    def latest(self) -> tuple[int, list[JobRecord]]:
-        """(number of the latest submission, its jobs); (0, []) before the first."""
-        records = self.jobs()
-        if not records:
-            return 0, []
-        sub = max(r.sub for r in records)
-        return sub, [r for r in records if r.sub == sub]
-
-    def mark_cancelled(self, sub: int) -> None:
-        (self.dir / "cancelled").write_text(f"{sub}\n")
-
-    def cancelled(self) -> int:
-        try:
-            return int((self.dir / "cancelled").read_text())
-        except (OSError, ValueError):
-            return 0

@@ -9,16 +9,13 @@ from collections.abc import Iterable
 from itertools import groupby
 from pathlib import Path
 
-from dagflow.engines.batch.submission import UnitSubmission
+from dagflow.engines.batch.submission import UnitSubmission, job_attributes, time_limit_s
 from dagflow.engines.slurm import commands
 from dagflow.engines.slurm.records import JobRecord, SlurmRecords
-from dagflow.engines.slurm.script import KILL_GRACE_S, render_script
-from dagflow.engines.slurm.units import SINGLE, Unit, plan_units
+from dagflow.engines.slurm.script import render_script
+from dagflow.engines.slurm.units import Unit, plan_units
 from dagflow.errors import DagflowError
-from dagflow.plan import Plan, StepInfo, attributes
-from dagflow.plan.attributes import attribute_name
-
-# sbatch is one process and one controller round trip per job; a few at once hide most of the latency.
+from dagflow.plan import Plan, StepInfo
 
 
 def array_spec(tasks: Iterable[int]) -> str:
@@ -32,29 +29,14 @@ def array_spec(tasks: Iterable[int]) -> str:
 
 
 def time_limit_minutes(step: StepInfo) -> int | None:
-    """A backstop above the wrapper's own per-attempt timeouts: every attempt, its kill grace, a minute."""
-    if not step.timeout_s:
-        return None
-    return math.ceil(((step.retries + 1) * (step.timeout_s + KILL_GRACE_S) + 60) / 60)
+    """The job's `--time` (see submission.time_limit_s), in whole minutes."""
+    seconds = time_limit_s(step)
+    return None if seconds is None else math.ceil(seconds / 60)
 
 
 def comment(plan: Plan, unit: Unit) -> str:
     """The Dagflow attributes of a job (as HTCondor jobs carry them), as compact JSON."""
-    step = plan.steps[unit.step]
-    attrs: dict[str, object] = {
-        attributes.PIPELINE: plan.pipeline,
-        attributes.RUN_ID: plan.run_id,
-        attributes.STEP: step.name,
-        attributes.KIND: step.kind,
-    }
-    if not unit.is_array:
-        node = plan.nodes[unit.tasks[SINGLE]]
-        for axis, value in node.coords.items():
-            attrs[attribute_name(axis)] = value
-        if node.trial is not None:
-            attrs[attributes.TRIAL] = node.trial
-    attrs.update(step.classads)
-    return json.dumps(attrs, separators=(",", ":"))
+    return json.dumps(job_attributes(plan, unit, with_node=False), separators=(",", ":"))
 
 
 def sbatch_options(plan: Plan, unit: Unit, records: SlurmRecords) -> list[str]:
