@@ -286,6 +286,71 @@ def test_half_of_a_batch_comes_from_thompson_samples(monkeypatch: pytest.MonkeyP
     assert counts == [0]  # a single suggestion is EI alone, as before
 
 
+def test_one_at_a_time_with_three_running_shares_out_a_batch_of_fours_roles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduler with parallel 4 asks for one point as each trial ends: four such suggestions in a row
+    give one exploitation point, two Thompson samples and one EI point, as one batch of 4 does."""
+    from dagflow.search import gp_ei
+
+    kinds: list[str] = []
+    original_thompson, original_exploit, original_maximise = (
+        gp_ei.GPEI._thompson,
+        gp_ei.GPEI._add_exploitation_point,
+        gp_ei.GPEI._maximise,
+    )
+
+    def thompson(self: gp_ei.GPEI, *args: object) -> list[np.ndarray]:
+        out = original_thompson(self, *args)  # type: ignore[arg-type]
+        kinds.extend("thompson" for _ in out)
+        return out
+
+    def exploit(self: gp_ei.GPEI, *args: object) -> tuple[object, float]:
+        chosen: list[np.ndarray] = args[6]  # type: ignore[assignment]
+        before = len(chosen)
+        out = original_exploit(self, *args)  # type: ignore[arg-type]
+        kinds.extend("exploit" for _ in chosen[before:])
+        return out
+
+    def maximise(self: gp_ei.GPEI, *args: object) -> np.ndarray | None:
+        out = original_maximise(self, *args)  # type: ignore[arg-type]
+        kinds.append("ei")
+        return out
+
+    monkeypatch.setattr(gp_ei.GPEI, "_thompson", thompson)
+    monkeypatch.setattr(gp_ei.GPEI, "_add_exploitation_point", exploit)
+    monkeypatch.setattr(gp_ei.GPEI, "_maximise", maximise)
+    space = bowl_space()
+    optimizer = make_optimizer(space, "gp", seed=0)
+    history = bowl_history(24)
+    pending = [space.decode(row) for row in np.random.default_rng(5).random((3, 2))]
+    per_call = []
+    for observed in range(20, 24):  # four consecutive ordinals
+        kinds.clear()
+        assert len(optimizer.suggest(1, history[:observed], pending)) == 1
+        per_call.append(list(kinds))
+    assert sorted(kind for kinds_of_call in per_call for kind in kinds_of_call) == [
+        "ei", "exploit", "thompson", "thompson",
+    ]  # fmt: skip
+    # Early in a search (fewer than 5 observations per input) and with 8 in flight: EI, as before.
+    seven = [space.decode(row) for row in np.random.default_rng(6).random((7, 2))]
+    for observed, running in ((9, pending), (21, seven), (23, seven)):
+        kinds.clear()
+        optimizer.suggest(1, history[:observed], running)
+        assert "thompson" not in kinds
+
+
+def test_suggestion_roles_follow_the_ordinal_only_with_few_in_flight_and_enough_observations() -> None:
+    from dagflow.search.gp_ei import ASYNC_EXPLOIT_RADIUS, suggestion_roles
+
+    cycle = [suggestion_roles(1, observed, 3, 2) for observed in range(20, 24)]
+    assert sum(r.exploit for r in cycle) == 1 and sum(r.thompson for r in cycle) == 2
+    assert all(r.taken_radius == 0.0 and r.pending_radius == 0.0 for r in cycle)
+    assert suggestion_roles(1, 9, 3, 2).thompson == 0  # 9 < 5 per input
+    assert suggestion_roles(1, 9, 3, 2).taken_radius == ASYNC_EXPLOIT_RADIUS
+    assert suggestion_roles(1, 30, 7, 2).thompson == 0  # 8 in flight
+    fresh = suggestion_roles(4, 20, 0, 2)  # a fresh batch: unchanged
+    assert fresh.exploit and fresh.thompson == 2 and fresh.taken_radius == 0.0
+
+
 def test_a_batch_is_spread_out_and_keeps_a_point_near_the_minimum() -> None:
     space = bowl_space()
     batch = make_optimizer(space, "gp", seed=0).suggest(4, bowl_history())

@@ -11,6 +11,9 @@
   mean's minimiser, before EI fills the rest.
 - In a batch of n points, n // 2 of them are Thompson samples: each the minimiser, over a candidate
   set, of an independent joint draw from the posterior (see GPEI._thompson).
+- One point at a time with up to 3 others running (a scheduler's `parallel: 4`), once there are 5
+  observations per input: consecutive suggestions share out those roles as one batch would, by the
+  point's ordinal (suggestion_roles).
 - Losses are power-warped before the GP sees them (see gp.PowerWarp).
 - A Spearmint likelihood picks the noise model (gp.NOISE_MODELS): GAUSSIAN learns a noise term and takes
   the incumbent as the lowest posterior mean at an observed point, not the luckiest draw; NOISELESS fixes a
@@ -29,6 +32,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,6 +65,22 @@ ASYNC_EXPLOIT_RADIUS = 1e-3
 # suggestion be another exploitation point next to the pending ones: a8, 10 seeds, median regret at
 # 20 evaluations 1.45 -> 0.59 (Branin), 2.00 -> 1.72 (Hartmann6).
 PENDING_EXPLOIT_RADIUS = 0.2
+# A scheduler asks for one point each time a trial ends, with the others pending. Left to the rule above,
+# those points were nearly all EI (Branin, 4 in flight: 29 of 35 model points EI, 6 exploitation points,
+# no Thompson sample, as n // 2 is 0 for one point), while a batch of 4 spends one point on exploitation
+# (no radius), two on Thompson samples and one on EI; the batch ended 3.3x better on Branin (median
+# regret at 40 evaluations, 40 seeds: b4 1.3e-5, a4 4.4e-5). So with few trials in flight and enough
+# observations, each new point takes the role a batch gives to the point of its ordinal (see
+# suggestion_roles), its exploitation point without either radius: a4 Branin 4.4e-5 -> 2.5e-5 (with
+# the radii kept 8.6e-5; Thompson samples on every other ordinal instead, 1.3e-4). Not earlier than this
+# many observations per input: in Hartmann6's 6 dimensions, 40 evaluations are too few for the draws and
+# the mean's minimiser to pay (a4 Hartmann6, 30 seeds: 0.029 before, 0.026 with this gate, 0.14 without).
+# Through the real scheduler (benchmarks/search.py, scheduler p4, 60 seeds): Branin 2.7e-5, Hartmann6 0.023,
+# 1.5x and 1.8x the batch of 4 (Branin before: 4.6e-5, 3.5x).
+ASYNC_ROLES_PER_INPUT = 5
+# ... nor with more trials in flight than this: with 8 the roles made Branin worse at every gate tried
+# (a8, 30 seeds: 3.3e-4 without them, 6.2e-4 to 1.1e-3 with them from 24, 16 or 10 observations on).
+ASYNC_ROLES_MAX_IN_FLIGHT = 4
 # Thompson-sample candidates: a Sobol design of 2**THOMPSON_SOBOL_POWER points plus this many around
 # each of two scales of the best points so far; the joint draw costs O(m^3) in their number m.
 THOMPSON_SOBOL_POWER = 10
@@ -122,12 +142,12 @@ class GPEI:
             if len(inflight):
                 model, best = self._fantasise(model, best, inflight)
             good_x, good_y = observed[~failed], y[~failed]
-            if len(pending_x) + n >= 2:
-                radius = ASYNC_EXPLOIT_RADIUS if len(pending_x) else 0.0
+            roles = suggestion_roles(n, len(observations), len(pending_x), space.dim)
+            if roles.exploit:
                 model, best = self._add_exploitation_point(
-                    model, best, good_x, good_y, taken, inflight, chosen, rng, radius
+                    model, best, good_x, good_y, taken, inflight, chosen, rng, roles.taken_radius, roles.pending_radius
                 )
-            samples = self._thompson(model, good_x, good_y, taken, chosen, min(n // 2, n - len(chosen)), rng)
+            samples = self._thompson(model, good_x, good_y, taken, chosen, min(roles.thompson, n - len(chosen)), rng)
             if samples:
                 chosen.extend(samples)
                 model, best = self._fantasise(model, best, np.vstack(samples))
@@ -285,6 +305,7 @@ class GPEI:
         chosen: list[np.ndarray],
         rng: np.random.Generator,
         taken_radius: float = 0.0,
+        pending_radius: float = PENDING_EXPLOIT_RADIUS,
     ) -> tuple[GPModel, float]:
         """Spend one point of a batch on pure exploitation: the posterior mean's minimiser, unless an
         observed, pending or chosen point is already there (or within taken_radius of it). EI under
@@ -296,7 +317,7 @@ class GPEI:
         if (
             point in taken
             or taken.near(point, taken_radius)
-            or _near(inflight, point, PENDING_EXPLOIT_RADIUS * model.length_scales)
+            or _near(inflight, point, pending_radius * model.length_scales)
         ):
             return model, best
         taken.add(point)
@@ -341,6 +362,33 @@ class GPEI:
         sobol = qmc.Sobol(self.space.dim, scramble=True, seed=rng).random_base2(THOMPSON_SOBOL_POWER)
         centres = np.vstack([_best_four(good_x, good_y), *chosen])
         return self.space.snap(np.vstack([sobol, _around(centres, THOMPSON_LOCAL, rng)]))
+
+
+@dataclass(frozen=True, slots=True)
+class Roles:
+    """How the model-based points of one suggestion are chosen: whether one of them is the posterior
+    mean's minimiser (skipped within taken_radius of a taken point, or pending_radius length scales of
+    an in-flight one), and how many are Thompson samples; EI chooses the rest."""
+
+    exploit: bool
+    thompson: int
+    taken_radius: float
+    pending_radius: float
+
+
+def suggestion_roles(n: int, observed: int, pending: int, dim: int) -> Roles:
+    """The roles of n new points given the observed and pending counts (see ASYNC_ROLES_PER_INPUT)."""
+    if not pending:
+        return Roles(n >= 2, n // 2, 0.0, PENDING_EXPLOIT_RADIUS)
+    in_flight = pending + n
+    if in_flight > ASYNC_ROLES_MAX_IN_FLIGHT or observed < ASYNC_ROLES_PER_INPUT * dim:
+        return Roles(True, n // 2, ASYNC_EXPLOIT_RADIUS, PENDING_EXPLOIT_RADIUS)
+    # The engine keeps no record of how earlier points were chosen: a point's ordinal, counted over every
+    # observed and pending point, fixes its role within each run of in_flight consecutive points, so the
+    # points in flight share out the roles as one batch would: ordinal 0 exploits, the next half are
+    # Thompson samples, the rest EI.
+    ordinals = [(observed + pending + k) % in_flight for k in range(n)]
+    return Roles(0 in ordinals, sum(1 for o in ordinals if 1 <= o <= in_flight // 2), 0.0, 0.0)
 
 
 def recommend(
