@@ -15,6 +15,7 @@ import signal
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from test_local_support import cli_env, dagflow_cli, node, step
 from test_run_cli import journal_of, start_runner, succeeded, wait_for, write_plan
 
@@ -165,3 +166,38 @@ def test_kill_9_of_the_runner_leaves_a_waiting_follower_for_the_resume(tmp_path:
     resumed = dagflow_cli("run", "--resume", "one", "--no-cache", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert Counter((tmp_path / "counter").read_text().split()) == {"lead": 1, "next": 1}
+
+
+# Counts the nodes running at once under a lock, the way a node sees it: entering and leaving.
+CONCURRENCY = (
+    '( flock 9; n=$(cat running 2>/dev/null || echo 0); n=$((n+1)); echo $n > running; echo $n >> seen ) 9>lock; '
+    "sleep {sleep}; "
+    '( flock 9; n=$(cat running); echo $((n-1)) > running ) 9>lock; '
+    'echo "$DAGFLOW_NODE" >> counter'
+)
+FAIL_ONCE = 'test -f "ran.$DAGFLOW_NODE" || { touch "ran.$DAGFLOW_NODE"; exit 3; }; '
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_never_more_nodes_at_once_than_slots_and_each_runs_to_success_once(tmp_path: Path, jobs: int) -> None:
+    # Chains, a fan-in and a fan-out with nodes of mixed lengths, some failing once (a retry), a long one
+    # with the higher priority: followers wait behind long and short leaders, some start early.
+    sleeps = ["0", "0.02", "0", "0.1", "0", "0", "0.05"]
+    nodes = [node("long", "long", CONCURRENCY.format(sleep="0.5"))]
+    names = []
+    for i in range(36):
+        parents = [names[i - 6]] if i >= 6 else []
+        script = CONCURRENCY.format(sleep=sleeps[i % len(sleeps)])
+        if i % 5 == 4:
+            script = FAIL_ONCE + script
+        names.append(f"n{i:02d}")
+        nodes.append(node(names[-1], "s", script, parents=parents))
+    nodes.append(node("gather", "s", CONCURRENCY.format(sleep="0"), parents=names[-6:]))
+    nodes += [node(f"after{i}", "s", CONCURRENCY.format(sleep="0"), parents=["gather"]) for i in range(6)]
+    plan = write_plan(tmp_path, nodes, [step("s", retries=1), step("long", priority=10)])
+    done = dagflow_cli("run", str(plan), "--run-id", "c", "--jobs", str(jobs), "--no-cache", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = [int(value) for value in (tmp_path / "seen").read_text().split()]
+    assert max(seen) <= jobs, f"{max(seen)} nodes ran at once with --jobs {jobs}"
+    runs = Counter((tmp_path / "counter").read_text().split())
+    assert runs == Counter([node.name for node in nodes]), runs  # each succeeded exactly once
