@@ -12,6 +12,7 @@ HTCondor refuses jobs owned by root, so everything that talks to the schedd runs
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -100,6 +101,18 @@ class Pool:
         """Hand a tree the test wrote as root over to the pool user."""
         if os.geteuid() == 0:
             subprocess.run(["chown", "-R", self.user, str(path)], check=True)
+
+    def status(self, workdir: Path, run_id: str) -> dict:
+        """`dagflow status RUN --json`, parsed."""
+        done = self.dagflow(["status", run_id, "--json"], cwd=workdir, check=False)
+        return json.loads(done.stdout)
+
+    def ended(self, workdir: Path, run_id: str) -> dict:
+        """The run's status once it is neither running nor waiting to start."""
+        return self.wait_until(  # type: ignore[return-value]
+            lambda: (s := self.status(workdir, run_id))["state"] not in ("running", "not-started") and s,
+            f"run {run_id} to end",
+        )
 
     def wait_until(self, predicate: Callable[[], object], what: str, timeout: float = 600) -> object:
         """Poll predicate until it is true; generous by default: the pool's cycles are seconds long and a

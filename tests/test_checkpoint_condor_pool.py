@@ -78,16 +78,6 @@ def _running_mid_run(pool: Pool, workdir: Path, run_id: str) -> str:
     return str(job_id)
 
 
-def _status(pool: Pool, workdir: Path, run_id: str) -> dict:
-    done = pool.dagflow(["status", run_id, "--json"], cwd=workdir, check=False)
-    return json.loads(done.stdout)
-
-
-def _ended(pool: Pool, workdir: Path, run_id: str) -> dict:
-    return pool.wait_until(  # type: ignore[return-value]
-        lambda: (s := _status(pool, workdir, run_id))["state"] not in ("running", "not-started") and s,
-        f"run {run_id} to end",
-    )
 
 
 def _events(workdir: Path, run_id: str) -> str:
@@ -95,7 +85,7 @@ def _events(workdir: Path, run_id: str) -> str:
 
 
 def _assert_resumed_from_checkpoint(pool: Pool, workdir: Path, run_id: str) -> list[int]:
-    status = _ended(pool, workdir, run_id)
+    status = pool.ended(workdir, run_id)
     train = next(node for node in status["nodes"] if node["node"] == "train")
     assert status["state"] == "succeeded", status
     assert train["attempts"] == 1, train  # one DAG node attempt: no retry was used
@@ -160,7 +150,7 @@ def test_a_job_that_always_checkpoints_is_removed_after_max_restarts(condor_pool
     (workdir / "pipeline.yaml").write_text(text, encoding="utf-8")
     condor_pool.give(workdir)
     run_id = _submit(condor_pool, workdir, "shared")
-    status = _ended(condor_pool, workdir, run_id)
+    status = condor_pool.ended(workdir, run_id)
     train = next(node for node in status["nodes"] if node["node"] == "train")
     assert status["state"] == "failed" and train["state"] == "failed", status
     assert "CheckpointNumber >= 3" in (train["why"] or ""), train

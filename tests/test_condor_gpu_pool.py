@@ -54,16 +54,6 @@ def _submit(pool: Pool, workdir: Path) -> str:
     return json.loads(done.stdout)["run_id"]
 
 
-def _status(pool: Pool, workdir: Path, run_id: str) -> dict:
-    done = pool.dagflow(["status", run_id, "--json"], cwd=workdir, check=False)
-    return json.loads(done.stdout)
-
-
-def _ended(pool: Pool, workdir: Path, run_id: str) -> dict:
-    return pool.wait_until(  # type: ignore[return-value]
-        lambda: (s := _status(pool, workdir, run_id))["state"] not in ("running", "not-started") and s,
-        f"run {run_id} to end",
-    )
 
 
 def _gpus(pool: Pool) -> dict[str, dict[str, str]]:
@@ -115,7 +105,7 @@ def test_gpu_memory_and_ampere_class_land_on_the_a100_only(condor_pool: Pool) ->
     submit_file = (workdir / ".dagflow" / "runs" / run_id / "condor" / "big.sub").read_text()
     assert re.search(r"^gpus_minimum_memory\s+= 30720$", submit_file, re.MULTILINE)
     assert "GlobalMemoryMb" not in submit_file
-    status = _ended(condor_pool, workdir, run_id)
+    status = condor_pool.ended(workdir, run_id)
     assert status["state"] == "succeeded", status
     for step in ("big", "ampere"):
         _check_sees_only(condor_pool, _seen(workdir, f"{step}.json"), a100)
@@ -136,7 +126,7 @@ def test_capability_7_steps_run_at_once_one_on_each_gpu(condor_pool: Pool) -> No
         _step("two", resources, "two.json", "one.json"),
     )
     run_id = _submit(condor_pool, workdir)
-    status = _ended(condor_pool, workdir, run_id)
+    status = condor_pool.ended(workdir, run_id)
     assert status["state"] == "succeeded", status
     one, two = _seen(workdir, "one.json"), _seen(workdir, "two.json")
     assert {one[1], two[1]} == {a100, v100}
@@ -152,7 +142,7 @@ def test_80gb_step_stays_idle_and_status_says_why(condor_pool: Pool) -> None:
     run_id = _submit(condor_pool, workdir)
     try:
         def explained() -> dict | None:
-            node = _status(condor_pool, workdir, run_id)["nodes"][0]
+            node = condor_pool.status(workdir, run_id)["nodes"][0]
             return node if node["state"] == "queued" and node["why"] else None
 
         node = condor_pool.wait_until(explained, "the idle node's reason in dagflow status")
@@ -163,7 +153,7 @@ def test_80gb_step_stays_idle_and_status_says_why(condor_pool: Pool) -> None:
         assert not (workdir / "huge.json").exists()
     finally:
         condor_pool.dagflow(["cancel", run_id], cwd=workdir, check=False)
-    status = _ended(condor_pool, workdir, run_id)
+    status = condor_pool.ended(workdir, run_id)
     assert status["state"] != "succeeded"
     left = condor_pool.run(["condor_q", "-constraint", f'DagflowRunId == "{run_id}"', "-af", "ClusterId"])
     assert not left.stdout.strip()

@@ -37,20 +37,10 @@ def _submit(pool: Pool, workdir: Path, *extra: str) -> str:
     return json.loads(done.stdout)["run_id"]
 
 
-def _status(pool: Pool, workdir: Path, run_id: str) -> dict:
-    done = pool.dagflow(["status", run_id, "--json"], cwd=workdir, check=False)
-    return json.loads(done.stdout)
-
 
 def _nodes(status: dict) -> dict[str, dict]:
     return {node["node"]: node for node in status["nodes"]}
 
-
-def _ended(pool: Pool, workdir: Path, run_id: str) -> dict:
-    return pool.wait_until(  # type: ignore[return-value]
-        lambda: (s := _status(pool, workdir, run_id))["state"] not in ("running", "not-started") and s,
-        f"run {run_id} to end",
-    )
 
 
 def _dagman_cluster(workdir: Path, run_id: str) -> int:
@@ -93,7 +83,7 @@ def test_submit_runs_the_example_like_a_local_run_and_status_agrees_with_condor(
     compared = 0
     for _ in range(200):
         before = {n: s for n, s in _queue(condor_pool, _node_jobs(condor_pool, cluster), "DAGNodeName", "JobStatus")}
-        status = _status(condor_pool, workdir, run_id)
+        status = condor_pool.status(workdir, run_id)
         after = {n: s for n, s in _queue(condor_pool, _node_jobs(condor_pool, cluster), "DAGNodeName", "JobStatus")}
         nodes = _nodes(status)
         for name, code in before.items():
@@ -104,7 +94,7 @@ def test_submit_runs_the_example_like_a_local_run_and_status_agrees_with_condor(
             break
     assert compared > 0, "never saw a node job in condor_q while the run was going"
 
-    status = _ended(condor_pool, workdir, run_id)
+    status = condor_pool.ended(workdir, run_id)
     assert status["state"] == "succeeded", status
     # After: dagflow agrees with condor_history node by node (one job each, its exit code).
     rows = _history(condor_pool, _node_jobs(condor_pool, cluster), "DAGNodeName", "ExitCode")
@@ -173,7 +163,7 @@ def test_condor_q_recipes_and_cancel_leaves_no_job(condor_pool: Pool) -> None:
         lambda: not _queue(condor_pool, f"ClusterId == {cluster} || DAGManJobId == {cluster}", "ClusterId"),
         "the cancelled run's jobs to leave the queue",
     )
-    status = _ended(condor_pool, workdir, run_id)
+    status = condor_pool.ended(workdir, run_id)
     assert status["state"] in ("failed", "interrupted", "stopped"), status["state"]
     assert _nodes(status)["after.us"]["state"] != "succeeded"
 
@@ -204,7 +194,7 @@ def test_failed_node_leaves_a_rescue_dag_and_resubmit_finishes_without_rerunning
     workdir = condor_pool.workdir("rescue")
     _pipeline(workdir, FLAKY.format())
     run_id = _submit(condor_pool, workdir)
-    status = _ended(condor_pool, workdir, run_id)
+    status = condor_pool.ended(workdir, run_id)
     assert status["state"] == "failed"
     nodes = _nodes(status)
     assert nodes["first"]["state"] == "succeeded"
@@ -216,7 +206,7 @@ def test_failed_node_leaves_a_rescue_dag_and_resubmit_finishes_without_rerunning
     (workdir / "fixed").write_text("")
     condor_pool.give(workdir)
     condor_pool.dagflow(["resubmit", run_id], cwd=workdir)
-    status = _ended(condor_pool, workdir, run_id)
+    status = condor_pool.ended(workdir, run_id)
     assert status["state"] == "succeeded", status
     assert _count(workdir / "first.count") == 1  # not rerun
     assert _count(workdir / "second.count") == 3
@@ -243,7 +233,7 @@ def test_retry_unless_exit_is_honoured_by_dagman(condor_pool: Pool) -> None:
     run_id = _submit(condor_pool, workdir)
     dag = next((workdir / ".dagflow" / "runs" / run_id / "condor").glob("*.dag"))
     assert "RETRY permanent 3 UNLESS-EXIT 3" in dag.read_text()
-    status = _ended(condor_pool, workdir, run_id)
+    status = condor_pool.ended(workdir, run_id)
     nodes = _nodes(status)
     assert _count(workdir / "permanent.count") == 1
     assert nodes["permanent"]["attempts"] == 1 and nodes["permanent"]["exit_code"] == 3
@@ -270,7 +260,7 @@ def test_maxjobs_gpu_keeps_at_most_n_gpu_nodes_running(condor_pool: Pool) -> Non
     run_id = _submit(condor_pool, workdir, "--max-gpu-jobs", "1")
     dag = next((workdir / ".dagflow" / "runs" / run_id / "condor").glob("*.dag"))
     assert "MAXJOBS gpu 1" in dag.read_text()
-    status = _ended(condor_pool, workdir, run_id)
+    status = condor_pool.ended(workdir, run_id)
     assert status["state"] == "succeeded", status
     # The pool has two GPUs, so without the throttle two nodes would overlap.
     spans = []
@@ -293,7 +283,7 @@ def test_held_job_shows_its_hold_reason(condor_pool: Pool) -> None:
     )
     condor_pool.run(["condor_hold", "-reason", "disk quota audit by ops", jobs[0][0]])  # type: ignore[index]
     held = condor_pool.wait_until(
-        lambda: (n := _nodes(_status(condor_pool, workdir, run_id))["nap.us"])["state"] == "held" and n,
+        lambda: (n := _nodes(condor_pool.status(workdir, run_id))["nap.us"])["state"] == "held" and n,
         "dagflow status to show nap.us held",
     )
     assert "disk quota audit by ops" in (held["why"] or ""), held  # type: ignore[index]

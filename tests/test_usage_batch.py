@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from usage_support import write_alloc
 
 from dagflow.engines.batch.node import main as node_main
 from dagflow.engines.sge import submit_sge, wait_sge
@@ -20,16 +21,6 @@ from dagflow.run.usage import read_usage
 from dagflow.spec import load_spec
 
 WAIT_S = 300
-
-ALLOC = """
-import sys, time
-block = bytearray(int(sys.argv[1]) * 1024 * 1024)
-for i in range(0, len(block), 4096):
-    block[i] = 1
-x = 0
-while time.process_time() < float(sys.argv[2]):
-    x += 1
-"""
 
 PIPELINE = """name: measured
 steps:
@@ -43,7 +34,7 @@ steps:
 
 
 def plan_of(tmp_path: Path) -> Plan:
-    (tmp_path / "alloc.py").write_text(ALLOC)
+    write_alloc(tmp_path)
     (tmp_path / "pipeline.yaml").write_text(PIPELINE)
     return expand(load_spec(tmp_path / "pipeline.yaml"))
 
@@ -94,7 +85,7 @@ def test_grid_engine_nodes_are_measured_with_their_slots(tmp_path: Path) -> None
 def wrapper(tmp_path: Path, *args: str) -> int:
     run_dir = tmp_path / "run"
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "alloc.py").write_text(ALLOC)
+    write_alloc(tmp_path)
     return node_main(
         ["--journal", str(run_dir / "journal.jsonl"), "--logs", str(run_dir / "logs"), "--workdir", str(tmp_path),
          *args]

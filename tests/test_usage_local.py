@@ -17,27 +17,12 @@ from pathlib import Path
 import pytest
 from test_local_resume_adopt import alive, wait_for
 from test_local_support import cli_env, dagflow_cli, make_plan, node, step
+from usage_support import write_alloc
 
 from dagflow.engines.local import RunOptions, run_local
 from dagflow.engines.local import runner as runner_module
 from dagflow.plan import Resources
 from dagflow.run.usage import NodeUsage, decode_usage, encode_usage, latest_by_node, read_usage
-
-# Allocates and touches N MB, then burns at least S seconds of CPU time (not wall time: a loaded box
-# gives a process less CPU per second, and the recorded cpu_s must still reach S).
-ALLOC = """
-import sys, time
-block = bytearray(int(sys.argv[1]) * 1024 * 1024)
-for i in range(0, len(block), 4096):
-    block[i] = 1
-x = 0
-while time.process_time() < float(sys.argv[2]):
-    x += 1
-"""
-
-
-def _write_alloc(tmp_path: Path) -> None:
-    (tmp_path / "alloc.py").write_text(ALLOC)
 
 
 def _runs(tmp_path: Path) -> Path:
@@ -59,7 +44,7 @@ def _check_lines_are_encode_usage_s(run_dir: Path) -> None:
 
 
 def test_wall_cpu_and_peak_memory_of_each_node(tmp_path: Path) -> None:
-    _write_alloc(tmp_path)
+    write_alloc(tmp_path)
     run_dir = _run(
         tmp_path,
         [step("big", resources=Resources(cpus=2, memory_mb=512)), step("small")],
@@ -81,7 +66,7 @@ def test_wall_cpu_and_peak_memory_of_each_node(tmp_path: Path) -> None:
 
 def test_a_shell_s_children_count_and_each_attempt_is_a_record(tmp_path: Path) -> None:
     """`sh -c` waits for its python: wait4's rusage of the shell includes it. A retry is a second record."""
-    _write_alloc(tmp_path)
+    write_alloc(tmp_path)
     run_dir = _run(
         tmp_path, [step("s", retries=1)], [node("n", "s", "python alloc.py 150 0.1; python alloc.py 10 0; exit 3")]
     )
@@ -115,7 +100,7 @@ HOLD = "python alloc.py 100 0.05; while [ ! -f release ]; do sleep 0.05; done"
 
 
 def _start_and_kill_runner(tmp_path: Path) -> tuple[Path, int]:
-    _write_alloc(tmp_path)
+    write_alloc(tmp_path)
     plan = make_plan(tmp_path, [step("s")], [node("long", "s", f"echo $$ > long.pid; {HOLD}")], run_id="ad")
     (tmp_path / "plan.json").write_text(plan.to_json())
     runner = subprocess.Popen(
@@ -262,7 +247,7 @@ def test_usage_lines_are_plain_json(tmp_path: Path) -> None:
 
 
 def test_status_shows_each_node_s_latest_usage(tmp_path: Path) -> None:
-    _write_alloc(tmp_path)
+    write_alloc(tmp_path)
     plan = make_plan(
         tmp_path, [step("s", resources=Resources(cpus=2, memory_mb=512), retries=1)],
         [node("n", "s", "python alloc.py 60 0; test -f again || { touch again; exit 3; }"),
