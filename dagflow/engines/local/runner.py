@@ -526,18 +526,30 @@ class LocalRunner:
     def _start_ready(self) -> None:
         jobs = self.jobs
         for step, queue in self.tracker.queues:
-            while queue and len(self.running) - self._following < jobs:
+            while queue and self._slots_taken() < jobs:
                 res = self.memory.resources(queue[0], step)
                 gpus = self.pool.acquire(res)
                 if gpus is None:
                     break
                 self._launch(queue.popleft(), step, res, gpus, None)
-            if len(self.running) - self._following >= jobs:
+            if self._slots_taken() >= jobs:
                 break
-        if self._following and len(self.running) - self._following < jobs:
+        if self._following and self._slots_taken() < jobs:
             self._start_followers_now()
         if self.tracker.has_ready():
             self._add_followers()
+
+    def _slots_taken(self) -> int:
+        """Nodes holding a slot: running, or sent to start now (followers still waiting hold none)."""
+        return len(self.running) - self._following
+
+    def _detach(self, follower: _Running) -> None:
+        """follower no longer waits for its leader: it started in the leader's slot, starts now in a slot
+        of its own, or ended without starting."""
+        leader = follower.leader
+        assert leader is not None
+        follower.leader = leader.follower = None
+        self._following -= 1
 
     def _add_followers(self) -> None:
         """Give each node of ours that runs without a follower one: the first ready node (in the order
@@ -560,16 +572,14 @@ class LocalRunner:
         """A slot is free and nothing ready is left to fill it: a follower waiting behind a node that runs
         on (a leader may run for hours) starts now instead, on resources of its own."""
         for follower in list(self.running.values()):
-            if len(self.running) - self._following >= self.jobs:
+            if self._slots_taken() >= self.jobs:
                 return
-            leader = follower.leader
-            if leader is None or follower.pid is not None or follower.pending_signal is not None:
+            if follower.leader is None or follower.pid is not None or follower.pending_signal is not None:
                 continue
             assert follower.res is not None
             if self.pool.acquire(follower.res) is None:
                 continue
-            follower.leader = leader.follower = None
-            self._following -= 1
+            self._detach(follower)
             follower.holds = True
             self._outbox.append(frame(("n", follower.name, follower.attempt, None)))
 
@@ -788,18 +798,15 @@ class LocalRunner:
     def _free(self, running: _Running) -> None:
         """Give back a finished node's slot and resources, or hand them to its follower."""
         del self.running[running.name]
-        leader = running.leader
-        if leader is not None:  # ended while waiting for its leader (dropped, or could not start)
-            running.leader = leader.follower = None
-            self._following -= 1
+        if running.leader is not None:  # ended while waiting for its leader (dropped, or could not start)
+            self._detach(running)
         if running.holds:
             assert running.res is not None
             self.pool.release(running.res, running.gpus)
             running.holds = False
         follower = running.follower
         if follower is not None:  # the keeper started it the moment this one exited
-            running.follower = follower.leader = None
-            self._following -= 1
+            self._detach(follower)
             assert follower.res is not None
             self.pool.take(follower.res)
             follower.holds = True
