@@ -30,10 +30,11 @@ short nodes). The runner picks a follower only among ready nodes that fit in wha
 the keeper needs no resource accounting. "Start now" starts a follower still waiting (a slot freed
 elsewhere first: the runner reserved it); for one already started it does nothing. A drop takes a
 follower that has not started yet (and its own followers) out of the queue and answers "d"; a follower
-already started is the runner's to kill. When
-the runner closes the request pipe, followers not yet started are forgotten: no runner would hear of
-them. The wall time runs from the start to the reap; CPU time and max RSS are the rusage wait4(2)
-returns for the node's process (it includes the descendants that process waited for: usage_recorder.py).
+already started is the runner's to kill. When the runner closes the request pipe, followers not yet
+started are forgotten: no runner would hear of them.
+
+The wall time runs from the start to the reap; CPU time and max RSS are the rusage wait4(2) returns for
+the node's process (it includes the descendants that process waited for: usage_recorder.py).
 A node's stdout and stderr are pipes the keeper reads into `logs/<node>.out|.err` (`_Output`), so a
 node that prints keeps running when the runner dies (the keeper holds the pipes, not the runner).
 """
@@ -233,11 +234,17 @@ class Keeper:
             program, argv, env, _ = payload
             if self._spawn(name, attempt, program, argv, env):
                 return
-            follower = self.followers.pop((name, attempt), None)
+            follower = self._take_follower((name, attempt))
             if follower is None:
                 return
             name, attempt, payload = follower
-            del self.leaders[(name, attempt)]
+
+    def _take_follower(self, leader: tuple[str, int]) -> tuple | None:
+        """The start request waiting for leader, out of the queue; None if there is none."""
+        follower = self.followers.pop(leader, None)
+        if follower is not None:
+            del self.leaders[(follower[0], follower[1])]
+        return follower
 
     def _drop(self, key: tuple[str, int]) -> None:
         leader = self.leaders.pop(key, None)
@@ -246,11 +253,10 @@ class Keeper:
         del self.followers[leader]
         while True:
             self.replies.append(frame(("d", key[0], key[1], None)))
-            follower = self.followers.pop(key, None)
+            follower = self._take_follower(key)
             if follower is None:
                 return
             key = (follower[0], follower[1])
-            del self.leaders[key]
 
     def _spawn(self, name: str, attempt: int, program: str, argv: list[str], env_add: dict[str, str]) -> bool:
         env = self.env.copy()
@@ -313,9 +319,8 @@ class Keeper:
             )
             self.replies.append(frame(("x", name, attempt, (rc, wall, cpu, usage.ru_maxrss, ended))))
             self.live.discard((name, attempt))
-            follower = self.followers.pop((name, attempt), None)
+            follower = self._take_follower((name, attempt))
             if follower is not None:
-                del self.leaders[(follower[0], follower[1])]
                 self._start(*follower)
 
     def _record(self, line: str) -> None:
