@@ -64,7 +64,18 @@ def _node_jobs(pool: Pool, cluster: int) -> str:
 
 # Schedd JobStatus codes -> the dagflow node states that may show them (a job that just left the
 # queue can already read as finished in DAGMan's files).
-_AGREES = {"1": {"queued"}, "2": {"running"}, "5": {"held"}}
+_AGREES = {"1": {"queued"}, "2": {"running"}, "2-setup": {"queued", "running"}, "5": {"held"}}
+# The schedd sets JobStatus 2 when it starts the job's shadow; the execute event (what DAGMan, condor_watch_q
+# and dagflow read) comes only once the starter has set up the job and the shadow hears it began, and the
+# shadow sets JobCurrentStartExecutingDate just before writing it (condor_shadow's beginExecution). So a
+# job is compared as running only once condor_q shows it executing in its current activation.
+_EXECUTING = "JobCurrentStartExecutingDate >= JobCurrentStartDate"
+
+
+def _states(pool: Pool, cluster: int) -> dict[str, str]:
+    """condor_q's state code per node job: its JobStatus, or "2-setup" for a job started but not executing."""
+    rows = _queue(pool, _node_jobs(pool, cluster), "DAGNodeName", "JobStatus", _EXECUTING)
+    return {name: "2-setup" if code == "2" and executing != "true" else code for name, code, executing in rows}
 
 
 def test_submit_runs_the_example_like_a_local_run_and_status_agrees_with_condor(condor_pool: Pool) -> None:
@@ -82,9 +93,9 @@ def test_submit_runs_the_example_like_a_local_run_and_status_agrees_with_condor(
     # status is in that state in dagflow's status too.
     compared = 0
     for _ in range(200):
-        before = {n: s for n, s in _queue(condor_pool, _node_jobs(condor_pool, cluster), "DAGNodeName", "JobStatus")}
+        before = _states(condor_pool, cluster)
         status = condor_pool.status(workdir, run_id)
-        after = {n: s for n, s in _queue(condor_pool, _node_jobs(condor_pool, cluster), "DAGNodeName", "JobStatus")}
+        after = _states(condor_pool, cluster)
         nodes = _nodes(status)
         for name, code in before.items():
             if after.get(name) == code and code in _AGREES:
