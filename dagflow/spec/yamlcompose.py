@@ -23,6 +23,7 @@ from dagflow.errors import Diagnostic, SpecError
 # 100,000 values build in well under a second.
 MAX_NODES = 100_000
 MAX_DEPTH = 100
+DEPTH_LIMIT_MESSAGE = f"nested deeper than {MAX_DEPTH} levels (the limit per pipeline file)"
 
 
 @dataclass
@@ -98,7 +99,7 @@ class _Composer:
 
     def _start(self, event: yaml.SequenceStartEvent | yaml.MappingStartEvent) -> None:
         if len(self.stack) >= MAX_DEPTH:
-            self._fail(event, f"nested deeper than {MAX_DEPTH} levels (the limit per pipeline file)")
+            self._fail(event, DEPTH_LIMIT_MESSAGE)
         self._count(event, 1, f"the document has more than {MAX_NODES:,} values (the limit per pipeline file)")
         kind = yaml.SequenceNode if isinstance(event, yaml.SequenceStartEvent) else yaml.MappingNode
         tag = event.tag if event.tag not in (None, "!") else self.resolver.resolve(kind, None, event.implicit)

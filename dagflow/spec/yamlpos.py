@@ -15,11 +15,14 @@ import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 
 from dagflow.errors import Diagnostic, SpecError
-from dagflow.spec.yamlcompose import MAX_DEPTH, MAX_NODES, compose
+from dagflow.spec.yamlcompose import DEPTH_LIMIT_MESSAGE, MAX_DEPTH, MAX_NODES, compose
 
 Path_ = tuple[str | int, ...]
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+# libyaml's scanner refuses flow collections nested about 1,000 deep (PyYAML 6.0.4 on), reading ahead of
+# the events compose() counts: the same refusal as ours, which names the limit.
+_LIBYAML_DEPTH_LIMIT = "exceeded maximum nesting depth"
 __all__ = ["MAX_DEPTH", "MAX_NODES", "Path_", "Positions", "dotted", "load_yaml"]
 
 
@@ -117,6 +120,8 @@ def load_yaml(text: str, filename: str) -> tuple[Any, Positions]:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
         problem = exc.problem or exc.context or "invalid YAML"
+        if _LIBYAML_DEPTH_LIMIT in problem:  # libyaml's own limit (PyYAML >= 6.0.4), far past ours
+            raise SpecError([Diagnostic(filename, line, column, "", DEPTH_LIMIT_MESSAGE)]) from None
         raise SpecError([Diagnostic(filename, line, column, "", f"YAML syntax error: {problem}")]) from None
     except yaml.YAMLError as exc:
         raise SpecError([Diagnostic(filename, 0, 0, "", f"YAML error: {exc}")]) from None

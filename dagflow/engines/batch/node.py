@@ -2,7 +2,8 @@
 
     python -m dagflow.engines.batch.node --journal RUN/journal.jsonl --logs RUN/logs --node NAME \
         --workdir DIR [--retries N] [--unless-exit 2,3] [--timeout S] [--grace S] [--job REF] \
-        [--checkpoint-exit CODE --max-restarts N] [--env KEY=VALUE ...] [--parent NODE ...] -- ARGV...
+        [--checkpoint-exit CODE --max-restarts N] [--env KEY=VALUE ...] [--parent NODE ...] \
+        [--cancel-marker FILE --submission N] -- ARGV...
 
 It journals every attempt's `start` and `end` (one O_APPEND write each, the format of run/journal.py, so
 status reads one journal whichever engine ran the plan), sends the node's output to `<logs>/<node>.out`
@@ -20,7 +21,9 @@ without an `end` event (deleted, killed) it journals nothing and leaves the node
 The exit status is the node's (0, its exit code, 128+signal, 127 when it cannot start), except that 99
 and 100 become 1: Grid Engine requeues a job that exits 99 and puts one that exits 100 in its error state.
 A wrapper stopped by a signal (a cancelled job) stops the node and exits without an `end` event; the
-engine's status reader journals what became of it.
+engine's status reader journals what became of it. So does one whose node a stop signal ended (killed, or a
+shell exiting 128+signal) while `--cancel-marker` names this `--submission` or a later one: `dagflow cancel`
+writes it before signalling the jobs, which decides the race between the node's signal and the wrapper's.
 
 Each attempt that started is measured (wait4's rusage) and appended to the run's usage.jsonl, with the
 node's `--step` and `--request`s and what the scheduler allocated (batch/usage.py).
@@ -69,6 +72,17 @@ class NodeJob:
     max_restarts: int = 0
     step: str = ""  # for the usage record
     requested: dict[str, float] = field(default_factory=dict)  # the plan's request, for the usage record
+    cancel_marker: Path | None = None  # the file `dagflow cancel` writes its submission number to ...
+    submission: int = 0  # ... before it signals the jobs of this one
+
+    def cancelled(self) -> bool:
+        """Whether `dagflow cancel` stopped this job's submission (it writes the marker first)."""
+        if self.cancel_marker is None:
+            return False
+        try:
+            return int(self.cancel_marker.read_text()) >= self.submission
+        except (OSError, ValueError):
+            return False
 
     @property
     def stdout(self) -> Path:
@@ -161,6 +175,14 @@ def stop_tree(proc: subprocess.Popen[bytes], grace_s: float) -> resource.struct_
     return None
 
 
+def stop_signal_of(rc: int | None) -> int:
+    """The signal that ended a node: killed by it (rc -N), or a shell whose command it killed exiting
+    128+N, as sh does (`sh -c "sleep 60; exit $?"` exits 143 on SIGTERM); 0 for an ordinary exit."""
+    if rc is None:
+        return 0
+    return -rc if rc < 0 else rc - 128 if 128 < rc < 160 else 0
+
+
 def run_attempt(job: NodeJob, env: dict[str, str], attempt: int = 1) -> tuple[int, str | None]:
     """(exit code, why it failed or None) of one attempt; what it used goes to usage.jsonl."""
     oom_before = oom_kills()
@@ -188,10 +210,13 @@ def run_attempt(job: NodeJob, env: dict[str, str], attempt: int = 1) -> tuple[in
         if usage is None:
             rc = measured(stop_tree(proc, job.grace_s), timed_out=True)
             return rc, f"timed out after {job.timeout_s:g}s"
-        if -(proc.returncode or 0) in STOP_SIGNALS:
+        stop = stop_signal_of(proc.returncode)
+        if stop in STOP_SIGNALS:
             # Killed by a stop signal the wrapper did not send: a cancelled job (scancel signals every process
-            # of the job, the node's often first). Give the wrapper's own signal time to arrive, so the node
-            # ends cancelled rather than failed.
+            # of the job, the node's often first). If `dagflow cancel` did it, its marker says so already;
+            # otherwise give the wrapper's own signal time to arrive, so the node ends cancelled, not failed.
+            if job.cancelled():
+                raise Stopped(stop)
             time.sleep(OWN_STOP_WAIT_S)
     except Stopped:
         measured(stop_tree(proc, job.grace_s) if proc.returncode is None else usage, stopped=True)
@@ -273,6 +298,8 @@ def parse_args(argv: Sequence[str]) -> NodeJob:
     parser.add_argument("--request", action="append", default=[], metavar="KEY=NUMBER", help="what the plan asks")
     parser.add_argument("--checkpoint-exit", type=int, default=None, help="the exit code that means: run me again")
     parser.add_argument("--max-restarts", type=int, default=0, help="checkpoint restarts allowed")
+    parser.add_argument("--cancel-marker", type=Path, default=None, help="where `dagflow cancel` writes its submission")
+    parser.add_argument("--submission", type=int, default=0, help="the submission this job belongs to")
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
@@ -305,6 +332,8 @@ def parse_args(argv: Sequence[str]) -> NodeJob:
         requested=requested,
         checkpoint_exit=args.checkpoint_exit,
         max_restarts=args.max_restarts,
+        cancel_marker=args.cancel_marker,
+        submission=args.submission,
     )
 
 

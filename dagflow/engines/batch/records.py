@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from dagflow.engines.batch.script import SINGLE
+from dagflow.engines.batch.script import SINGLE, CancelMarker
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +86,15 @@ class BatchRecords:
         sub = max(r.sub for r in records)
         return sub, [r for r in records if r.sub == sub]
 
+    def cancel_marker(self, sub: int) -> CancelMarker:
+        return CancelMarker(self.dir / "cancelled", sub)
+
     def mark_cancelled(self, sub: int) -> None:
-        (self.dir / "cancelled").write_text(f"{sub}\n")
+        """Written before the jobs are signalled: a node wrapper that sees its node killed reads it (node.py)."""
+        self.cancel_marker(sub).path.write_text(f"{sub}\n")
 
     def cancelled(self) -> int:
         try:
-            return int((self.dir / "cancelled").read_text())
+            return int(self.cancel_marker(0).path.read_text())
         except (OSError, ValueError):
             return 0

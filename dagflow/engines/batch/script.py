@@ -10,6 +10,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from dagflow.data import IMPORT_ROOT
@@ -19,6 +20,14 @@ from dagflow.run.usage import requested_of
 
 KILL_GRACE_S = 10
 SINGLE = -1  # the task id of a unit that is one node, not an array
+
+
+@dataclass(frozen=True, slots=True)
+class CancelMarker:
+    """The file `dagflow cancel` writes a submission's number to before it signals that submission's jobs."""
+
+    path: Path
+    submission: int
 
 
 def node_argv(node: Node, step: StepInfo | None = None) -> list[str]:
@@ -41,9 +50,12 @@ def environment(plan: Plan, run_dir: Path) -> list[str]:
     ]
 
 
-def wrapper_command(plan: Plan, step: StepInfo, node: Node, run_dir: Path, job_ref: str, parents: bool) -> str:
+def wrapper_command(
+    plan: Plan, step: StepInfo, node: Node, run_dir: Path, job_ref: str, parents: bool, cancel: CancelMarker | None
+) -> str:
     """`exec python -m dagflow.engines.batch.node ... -- argv`; job_ref is a shell expression (not quoted).
-    parents: the wrapper checks that the node's parents succeeded before running it."""
+    parents: the wrapper checks that the node's parents succeeded before running it. cancel: where
+    `dagflow cancel` marks this submission cancelled (records.py)."""
     layout = RunLayout.from_run_dir(run_dir)
     words = [
         sys.executable, "-m", "dagflow.engines.batch.node",
@@ -67,6 +79,8 @@ def wrapper_command(plan: Plan, step: StepInfo, node: Node, run_dir: Path, job_r
     if parents:
         for parent in node.parents:
             words += ["--parent", parent]
+    if cancel is not None:
+        words += ["--cancel-marker", str(cancel.path), "--submission", str(cancel.submission)]
     quoted = " ".join(shlex.quote(word) for word in words)
     argv = " ".join(shlex.quote(arg) for arg in node_argv(node, step))
     return f'exec {quoted} --job "{job_ref}" -- {argv}'

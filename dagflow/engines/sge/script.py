@@ -9,11 +9,18 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from dagflow.engines.batch.script import SINGLE, dispatch, environment, wrapper_command
+from dagflow.engines.batch.script import SINGLE, CancelMarker, dispatch, environment, wrapper_command
 from dagflow.plan import Plan, StepInfo
 
 
-def render_script(plan: Plan, step: StepInfo, tasks: dict[int, str], run_dir: Path, qsub_argv: list[str]) -> str:
+def render_script(
+    plan: Plan,
+    step: StepInfo,
+    tasks: dict[int, str],
+    run_dir: Path,
+    qsub_argv: list[str],
+    cancel: CancelMarker | None = None,
+) -> str:
     """The job script of one unit; tasks maps array task id (-1: not an array) to node name."""
     header = [
         "#!/bin/bash",
@@ -24,6 +31,6 @@ def render_script(plan: Plan, step: StepInfo, tasks: dict[int, str], run_dir: Pa
     job_ref = "$JOB_ID" if list(tasks) == [SINGLE] else "$JOB_ID.$SGE_TASK_ID"
 
     def command_for(name: str) -> str:
-        return wrapper_command(plan, step, plan.nodes[name], run_dir, job_ref, parents=True)
+        return wrapper_command(plan, step, plan.nodes[name], run_dir, job_ref, parents=True, cancel=cancel)
 
     return "\n".join([*header, *dispatch("SGE_TASK_ID", tasks, command_for), ""])

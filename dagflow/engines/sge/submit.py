@@ -85,7 +85,8 @@ class Submission(UnitSubmission):
     def _submit_one(self, index: int, unit: Unit) -> str:
         options = qsub_options(self.plan, unit, self.records, self.pe) + self._holds(unit)
         path = self.records.scripts_dir / f"{self.sub}-{unit.name}.sh"
-        path.write_text(render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options))
+        cancel = self.records.cancel_marker(self.sub)
+        path.write_text(render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options, cancel))
         return commands.qsub(options, str(path))
 
     def _node_ref(self, record: JobRecord, task: int) -> str:

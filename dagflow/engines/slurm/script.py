@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from dagflow.engines.batch.script import KILL_GRACE_S, dispatch, environment, node_argv, wrapper_command
+from dagflow.engines.batch.script import KILL_GRACE_S, CancelMarker, dispatch, environment, node_argv, wrapper_command
 from dagflow.plan import Plan, StepInfo
 
 __all__ = ["KILL_GRACE_S", "NODE_SH", "node_argv", "render_script"]
@@ -22,7 +22,14 @@ __all__ = ["KILL_GRACE_S", "NODE_SH", "node_argv", "render_script"]
 NODE_SH = ""
 
 
-def render_script(plan: Plan, step: StepInfo, tasks: dict[int, str], run_dir: Path, sbatch_argv: list[str]) -> str:
+def render_script(
+    plan: Plan,
+    step: StepInfo,
+    tasks: dict[int, str],
+    run_dir: Path,
+    sbatch_argv: list[str],
+    cancel: CancelMarker | None = None,
+) -> str:
     """The batch script of one unit; tasks maps array task id (-1: not an array) to node name."""
     header = [
         "#!/bin/bash",
@@ -32,6 +39,6 @@ def render_script(plan: Plan, step: StepInfo, tasks: dict[int, str], run_dir: Pa
     ]
 
     def command_for(name: str) -> str:
-        return wrapper_command(plan, step, plan.nodes[name], run_dir, "$SLURM_JOB_ID", parents=False)
+        return wrapper_command(plan, step, plan.nodes[name], run_dir, "$SLURM_JOB_ID", parents=False, cancel=cancel)
 
     return "\n".join([*header, *dispatch("SLURM_ARRAY_TASK_ID", tasks, command_for), ""])

@@ -87,7 +87,8 @@ class Submission(UnitSubmission):
         if dependency:
             options.append(f"--dependency={dependency}")
         path = self.records.scripts_dir / f"{self.sub}-{unit.name}.sh"
-        path.write_text(render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options))
+        cancel = self.records.cancel_marker(self.sub)
+        path.write_text(render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options, cancel))
         return commands.sbatch(options, str(path))
 
     def _node_ref(self, record: JobRecord, task: int) -> str:
