@@ -7,6 +7,7 @@ Rows (all in one run, same problems, same seeds):
                     point with the batch's others as pending), then evaluated whole
   dagflow gp a4/a8  asynchronous, 4 / 8 in flight, as a scheduler with `parallel: 4 / 8` runs: whenever the
                     oldest running trial finishes, one new point is suggested with the others pending
+  dagflow gp b2/a2/a3  the same, run only when --rows names them (the information-lag table below)
   scheduler p4      the real thing: `dagflow search run` on the local engine with `parallel: 4`, every trial
                     a pipeline run (a real process that evaluates the function and writes its metrics file);
                     values in the order the trials finished. Slow (a few seconds per trial on a loaded
@@ -51,6 +52,13 @@ suggestion); --jobs worker processes run seeds in parallel. On a shared box, run
     python benchmarks/search.py --quick      # 3 seeds, a smoke run
     python benchmarks/search.py --only gp,random --problems branin
     python benchmarks/search.py --only gp,botorch   # dagflow against BoTorch, one at a time and in batches
+    python benchmarks/search.py --seeds 60 --only gp --problems hartmann6 \
+        --rows "dagflow gp a2,dagflow gp b2,dagflow gp a3,dagflow gp b4,dagflow gp a4"   # the lag table
+
+Information lag: how many results are still unknown when a point is chosen. Asynchronous with k in flight,
+k - 1 for every point; a synchronous batch of k, 0 to k - 1, (k - 1) / 2 on average. Regret follows it
+(Hartmann6, 60 seeds, median regret @40): a2 (lag 1) 4.0e-3, b2 (0.5) 5.9e-3, a3 (2) 8.3e-3, b4 (1.5)
+1.3e-2, a4 (3) 2.6e-2. The scheduler with `parallel: 4` has a4's lag, twice b4's, and its target is 2x b4.
 
 Measured on 2 shared cores (median regret @40 [25%, 75%], 30 seeds): dagflow gp Branin 4.4e-5 [9.9e-6, 1.5e-4],
 Hartmann6 1.9e-4 [2.3e-5, 8.9e-3]; b8 Branin 7.5e-5 [1.6e-5, 1.2e-3], Hartmann6 0.148 [0.048, 0.30]; b4 Branin
@@ -153,6 +161,9 @@ CONFIGS: dict[str, tuple[str, int, str]] = {
     "dagflow gp b8": ("gp", 8, "sync"),
     "dagflow gp a4": ("gp", 4, "async"),
     "dagflow gp a8": ("gp", 8, "async"),
+    "dagflow gp b2": ("gp", 2, "sync"),
+    "dagflow gp a2": ("gp", 2, "async"),
+    "dagflow gp a3": ("gp", 3, "async"),
     "scheduler p4": ("scheduler", 4, "scheduler"),
     "random": ("random", 1, "sync"),
     "optuna tpe": ("tpe-optuna", 1, "sync"),
@@ -180,8 +191,10 @@ CONSTRAINTS = ("y_at_least_x", "y_at_most_10")
 HIPS_CONSTRAINED_OPTIMUM = 0.8447
 # Engines left out of the default run: named in --only, they run.
 OPT_IN = {"botorch"}
+# Rows that run only when --rows names them: with b4 and a4, they show regret against the information lag.
+LAG_ROWS = {"dagflow gp b2", "dagflow gp a2", "dagflow gp a3"}
 # Rows that run the same engine as "dagflow gp" with trials in flight: compared with it below.
-BATCH_ROWS = {"dagflow gp b4", "dagflow gp b8", "dagflow gp a4", "dagflow gp a8", "scheduler p4"}
+BATCH_ROWS = {"dagflow gp b4", "dagflow gp b8", "dagflow gp a4", "dagflow gp a8", "scheduler p4", *LAG_ROWS}
 # The targets, median regret at the full budget: (row, problem) -> bound, or the row whose median,
 # times the factor, bounds it.
 TARGETS: dict[tuple[str, str], float | tuple[str, float]] = {
@@ -733,10 +746,11 @@ def main(argv: list[str] | None = None) -> int:
         label for label, (kind, engine, _) in SPEARMINT_ROWS.items()
         if wanted is None or (kind in wanted and (engine in wanted or not wanted & ENGINE_NAMES))
     ]
+    rows = set(args.rows.split(",")) if args.rows else set()
     if args.rows:
-        rows = set(args.rows.split(","))
         labels = [label for label in labels if label in rows]
         spearmint_labels = [label for label in spearmint_labels if label in rows]
+    labels = [label for label in labels if label not in LAG_ROWS or label in rows]
     at = [20, args.budget]
 
     if spearmint_labels:

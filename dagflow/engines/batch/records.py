@@ -86,15 +86,21 @@ class BatchRecords:
         sub = max(r.sub for r in records)
         return sub, [r for r in records if r.sub == sub]
 
+    @property
+    def cancel_path(self) -> Path:
+        """Holds the number of the latest submission `dagflow cancel` stopped."""
+        return self.dir / "cancelled"
+
     def cancel_marker(self, sub: int) -> CancelMarker:
-        return CancelMarker(self.dir / "cancelled", sub)
+        """What the jobs of submission sub read to tell a cancel from a failure (node.py)."""
+        return CancelMarker(self.cancel_path, sub)
 
     def mark_cancelled(self, sub: int) -> None:
         """Written before the jobs are signalled: a node wrapper that sees its node killed reads it (node.py)."""
-        self.cancel_marker(sub).path.write_text(f"{sub}\n")
+        self.cancel_path.write_text(f"{sub}\n")
 
     def cancelled(self) -> int:
         try:
-            return int(self.cancel_marker(0).path.read_text())
+            return int(self.cancel_path.read_text())
         except (OSError, ValueError):
             return 0
