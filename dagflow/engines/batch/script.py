@@ -86,6 +86,34 @@ def wrapper_command(
     return f'exec {quoted} --job "{job_ref}" -- {argv}'
 
 
+def job_script(
+    plan: Plan,
+    step: StepInfo,
+    tasks: dict[int, str],
+    run_dir: Path,
+    submitted_with: tuple[str, list[str]],
+    ids: tuple[str, str],
+    parents: bool,
+    cancel: CancelMarker | None,
+) -> str:
+    """The script of one job or job array: a header saying how it was submitted (command, argv), the
+    environment, and each node's wrapper command. ids: the job reference (a shell expression) and the
+    variable holding the array task id."""
+    command, argv = submitted_with
+    job_ref, task_variable = ids
+    header = [
+        "#!/bin/bash",
+        f"# dagflow run {plan.run_id}, step {step.name}: {len(tasks)} node(s). Submitted with:",
+        f"#   {command} " + " ".join(shlex.quote(arg) for arg in argv),
+        *environment(plan, run_dir),
+    ]
+
+    def command_for(name: str) -> str:
+        return wrapper_command(plan, step, plan.nodes[name], run_dir, job_ref, parents=parents, cancel=cancel)
+
+    return "\n".join([*header, *dispatch(task_variable, tasks, command_for), ""])
+
+
 def dispatch(task_variable: str, tasks: dict[int, str], command_for: Callable[[str], str]) -> list[str]:
     """The script's body: the one node's command, or a case over the array task id."""
     if list(tasks) == [SINGLE]:

@@ -6,10 +6,9 @@ running below a failure. Retries and `unless_exit` happen inside the job, as on 
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
-from dagflow.engines.batch.script import SINGLE, CancelMarker, dispatch, environment, wrapper_command
+from dagflow.engines.batch.script import SINGLE, CancelMarker, job_script
 from dagflow.plan import Plan, StepInfo
 
 
@@ -22,15 +21,5 @@ def render_script(
     cancel: CancelMarker | None = None,
 ) -> str:
     """The job script of one unit; tasks maps array task id (-1: not an array) to node name."""
-    header = [
-        "#!/bin/bash",
-        f"# dagflow run {plan.run_id}, step {step.name}: {len(tasks)} node(s). Submitted with:",
-        "#   qsub " + " ".join(shlex.quote(arg) for arg in qsub_argv),
-        *environment(plan, run_dir),
-    ]
-    job_ref = "$JOB_ID" if list(tasks) == [SINGLE] else "$JOB_ID.$SGE_TASK_ID"
-
-    def command_for(name: str) -> str:
-        return wrapper_command(plan, step, plan.nodes[name], run_dir, job_ref, parents=True, cancel=cancel)
-
-    return "\n".join([*header, *dispatch("SGE_TASK_ID", tasks, command_for), ""])
+    ids = ("$JOB_ID" if list(tasks) == [SINGLE] else "$JOB_ID.$SGE_TASK_ID", "SGE_TASK_ID")
+    return job_script(plan, step, tasks, run_dir, ("qsub", qsub_argv), ids, parents=True, cancel=cancel)

@@ -10,10 +10,9 @@ sized for every attempt.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
-from dagflow.engines.batch.script import KILL_GRACE_S, CancelMarker, dispatch, environment, node_argv, wrapper_command
+from dagflow.engines.batch.script import KILL_GRACE_S, CancelMarker, job_script, node_argv
 from dagflow.plan import Plan, StepInfo
 
 __all__ = ["KILL_GRACE_S", "NODE_SH", "node_argv", "render_script"]
@@ -31,14 +30,5 @@ def render_script(
     cancel: CancelMarker | None = None,
 ) -> str:
     """The batch script of one unit; tasks maps array task id (-1: not an array) to node name."""
-    header = [
-        "#!/bin/bash",
-        f"# dagflow run {plan.run_id}, step {step.name}: {len(tasks)} node(s). Submitted with:",
-        "#   sbatch " + " ".join(shlex.quote(arg) for arg in sbatch_argv),
-        *environment(plan, run_dir),
-    ]
-
-    def command_for(name: str) -> str:
-        return wrapper_command(plan, step, plan.nodes[name], run_dir, "$SLURM_JOB_ID", parents=False, cancel=cancel)
-
-    return "\n".join([*header, *dispatch("SLURM_ARRAY_TASK_ID", tasks, command_for), ""])
+    ids = ("$SLURM_JOB_ID", "SLURM_ARRAY_TASK_ID")
+    return job_script(plan, step, tasks, run_dir, ("sbatch", sbatch_argv), ids, parents=False, cancel=cancel)
