@@ -4,6 +4,7 @@ the crash windows of submission (a trial recorded but not submitted, prepared bu
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -26,6 +27,7 @@ from dagflow.engines.local import LocalEngine, RunOptions, run_local
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.lock import is_locked
+from dagflow.search import Observation, make_optimizer
 from dagflow.search.ownership import identity, record_owner
 from dagflow.search.scheduler import Scheduler, SchedulerOptions, SearchBusyError
 from dagflow.search.store import SearchStore
@@ -224,3 +226,53 @@ def test_trial_plans_override_only_the_steps_that_use_the_searched_params(tmp_pa
     assert trial.node_fingerprint(trial.nodes["setup"]) == plain.node_fingerprint(plain.nodes["setup"])
     assert trial.nodes["setup"].trial == 1 and plain.nodes["setup"].trial is None
     assert plain.nodes["evaluate"].params == {"x": 0.0, "k": 1, "mode": "a"}
+
+
+@pytest.mark.slow
+def test_batch_mode_chooses_each_batch_knowing_every_earlier_result_even_across_a_kill_9(tmp_path: Path) -> None:
+    """--batch: no trial of a region is created while another is in flight, and each batch is the
+    optimiser's whole-batch suggestion from every earlier result, as an in-process batch loop makes it;
+    a scheduler killed mid-batch and restarted waits for that batch before it chooses the next."""
+    pipeline = write_pipeline(tmp_path / "p", budget=8, parallel=3)
+    (pipeline.parent / "sleep.txt").write_text("0.3")
+    db = tmp_path / ".dagflow" / "search.db"
+    args = ("run", str(pipeline), "--poll", "0.05", "--seed", "7", "--batch")
+    scheduler = start_search(*args, cwd=tmp_path)
+    wait_for(lambda: len(trial_rows(db)) >= 4)
+    os.kill(scheduler.pid, signal.SIGKILL)  # the second batch is recorded, and being submitted or running
+    scheduler.wait()
+    result = search_cli(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "parallel 3 (synchronous batches)" in result.stdout
+    rows = trial_rows(db)
+    assert [row["state"] for row in rows] == ["succeeded"] * 8, rows
+    assert sorted(calls(pipeline.parent)) == sorted(str(row["run_id"]) for row in rows)
+    batches = [rows[0:3], rows[3:6], rows[6:8]]
+    for earlier, later in itertools.pairwise(batches):
+        last_result = max(float(row["finished"]) for row in earlier)  # type: ignore[arg-type]
+        assert all(float(row["created"]) >= last_result for row in later), (earlier, later)  # type: ignore[arg-type]
+    space = PipelineTrials(load_spec(pipeline)).space
+    optimizer = make_optimizer(space, "gp", seed=7)
+    observations: list[Observation] = []
+    for batch in batches:
+        expected = optimizer.suggest(len(batch), observations, [])
+        for row, point in zip(batch, expected, strict=True):
+            params = row["params"]
+            assert isinstance(params, dict)
+            assert (params["k"], params["mode"]) == (point["k"], point["mode"])
+            assert params["x"] == pytest.approx(point["x"], rel=1e-9, abs=1e-12)
+        observations += [Observation(row["params"], row["loss"]) for row in batch]  # type: ignore[arg-type]
+
+
+def test_batch_comes_from_the_search_block_and_the_command_line_overrides_it(tmp_path: Path) -> None:
+    pipeline = write_pipeline(tmp_path / "p")
+    pipeline.write_text(pipeline.read_text() + "  batch: true\n")
+    assert PipelineTrials(load_spec(pipeline)).batch is True
+    lines: list[str] = []
+    scheduler, store = scheduler_for(tmp_path, pipeline, lines)
+    assert scheduler.batch is True
+    store.close()
+    scheduler, store = scheduler_for(tmp_path, pipeline, lines, batch=False)
+    assert scheduler.batch is False
+    store.close()
+    assert PipelineTrials(load_spec(write_pipeline(tmp_path / "q"))).batch is False

@@ -47,6 +47,18 @@ BudgetOption = Annotated[int | None, typer.Option("--budget", min=1, help="Trial
 ParallelOption = Annotated[
     int | None, typer.Option("--parallel", min=1, help="Trials running at once (per region) (default: the spec's).")
 ]
+BATCH_HELP = (
+    "Synchronous batches: suggest --parallel trials at once and the next ones only when all of them have "
+    "ended (every point chosen knowing more results; slots wait for a batch's slowest trial)."
+)
+BatchOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--batch/--no-batch",
+        help=f"{BATCH_HELP} Default: the search block's `batch`, else a new trial whenever one ends.",
+        show_default=False,
+    ),
+]
 SeedOption = Annotated[int | None, typer.Option("--seed", help="Optimiser seed of a new search (default: random).")]
 PollOption = Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between looks at running trials.")]
 TimeoutOption = Annotated[
@@ -95,6 +107,7 @@ def _options(
     name: str | None,
     budget: int | None,
     parallel: int | None,
+    batch: bool | None,
     seed: int | None,
     poll: float,
     trial_timeout: str,
@@ -123,6 +136,7 @@ def _options(
         name=name,
         budget=budget,
         parallel=parallel,
+        batch=batch,
         seed=seed,
         poll_s=poll,
         trial_timeout_s=_duration("--trial-timeout", trial_timeout),
@@ -149,6 +163,7 @@ def search_callback(
     name: NameOption = None,
     budget: Annotated[int, typer.Option("--budget", min=1, help="Spearmint: jobs to run.")] = 20,
     parallel: Annotated[int, typer.Option("--parallel", min=1, help="Spearmint: jobs running at once.")] = 1,
+    batch: Annotated[bool, typer.Option("--batch", help=f"Spearmint: {BATCH_HELP}")] = False,
     seed: SeedOption = None,
     poll: PollOption = 1.0,
     trial_timeout: TimeoutOption = "7d",
@@ -177,11 +192,13 @@ def search_callback(
         if not directory.is_dir():
             raise SearchUsageError(f"--spearmint {directory}: no such directory")
         options = _options(
-            engine, name, None, None, seed, poll, trial_timeout, start_grace, jobs, runs_dir,
+            engine, name, None, None, None, seed, poll, trial_timeout, start_grace, jobs, runs_dir,
             max_identical_failures=max_identical_failures,
         )  # fmt: skip
         code = _run_search(
-            lambda: SpearmintTrials(load_experiment(directory), budget=budget, parallel=parallel, optimizer=optimizer),
+            lambda: SpearmintTrials(
+                load_experiment(directory), budget=budget, parallel=parallel, optimizer=optimizer, batch=batch
+            ),
             options,
             db,
         )
@@ -197,6 +214,7 @@ def run_command(
     name: NameOption = None,
     budget: BudgetOption = None,
     parallel: ParallelOption = None,
+    batch: BatchOption = None,
     seed: SeedOption = None,
     poll: PollOption = 1.0,
     trial_timeout: TimeoutOption = "7d",
@@ -223,7 +241,7 @@ def run_command(
         if not pipeline.is_file():
             raise SearchUsageError(f"{pipeline}: no such file")
         options = _options(
-            engine, name, budget, parallel, seed, poll, trial_timeout, start_grace, jobs, runs_dir, gpus,
+            engine, name, budget, parallel, batch, seed, poll, trial_timeout, start_grace, jobs, runs_dir, gpus,
             max_identical_failures,
         )  # fmt: skip
 

@@ -26,7 +26,7 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,19 +247,27 @@ class SearchStore:
 
     def add_trial(self, search: str, region: str, params: Mapping[str, Any], engine: str, timeout_s: float) -> Trial:
         """Number, name and record a new trial (state submitting) in one transaction."""
+        return self.add_trials(search, region, [params], engine, timeout_s)[0]
+
+    def add_trials(
+        self, search: str, region: str, points: Sequence[Mapping[str, Any]], engine: str, timeout_s: float
+    ) -> list[Trial]:
+        """Number, name and record new trials (state submitting), all in one transaction: the points of one
+        suggestion are recorded whole or not at all."""
         now = time.time()
         with self.transaction() as db:
             (last,) = db.execute(
                 "SELECT COALESCE(MAX(number), 0) FROM trials WHERE search = ? AND region = ?", (search, region)
             ).fetchone()
-            number = last + 1
-            db.execute(
+            numbers = range(last + 1, last + 1 + len(points))
+            db.executemany(
                 "INSERT INTO trials (search, region, number, params, state, engine, run_id, created, deadline) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (search, region, number, json.dumps(dict(params)), SUBMITTING, engine,
-                 trial_run_id(search, number, region), now, now + timeout_s),
+                [(search, region, number, json.dumps(dict(params)), SUBMITTING, engine,
+                  trial_run_id(search, number, region), now, now + timeout_s)
+                 for number, params in zip(numbers, points, strict=True)],
             )  # fmt: skip
-        return self._trial(search, region, number)
+        return [self._trial(search, region, number) for number in numbers]
 
     def set_run_id(self, trial: Trial, run_id: str) -> Trial:
         """Give a trial that is still submitting another run id (its own was taken by another run)."""

@@ -51,6 +51,7 @@ class TrialSource(Protocol):
     regions: list[str]  # one search per entry; [""] when not per region
     budget: int
     parallel: int
+    batch: bool  # synchronous batches: suggest `parallel` trials once every trial in flight has ended
     optimizer: str
     likelihood: str | None  # the objective's noise model: GAUSSIAN, NOISELESS or None (the engine's default)
     constraints: dict[str, str | None]  # constraint output -> its likelihood; feasible where the value >= 0
@@ -149,6 +150,7 @@ class PipelineTrials:
         self.goal = self.search.objective.goal
         self.budget = self.search.budget
         self.parallel = self.search.parallel
+        self.batch = self.search.batch
         self.optimizer = self.search.optimizer
         self.per = self.search.per
         self.regions = list(model.matrix[self.per]) if self.per else [""]
@@ -229,6 +231,7 @@ class SpearmintTrials:
     budget: int
     parallel: int
     optimizer: str = "gp"
+    batch: bool = False
     kind: str = "spearmint"
     name: str = ""
     source: str = ""

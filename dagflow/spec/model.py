@@ -284,6 +284,11 @@ class SearchSpec(Strict):
     variables: dict[Identifier, VariableSpec] = Field(min_length=1)
     budget: int = Field(20, ge=1)
     parallel: int = Field(1, ge=1)
+    batch: bool = Field(
+        False,
+        description="suggest `parallel` trials at once and the next ones only when all of them have ended "
+        "(synchronous batches) [default: a new trial whenever one ends]",
+    )
     per: Identifier | None = Field(None, description="a matrix axis to run one search per value of, e.g. region")
     optimizer: str = Field("gp", description="optimiser: gp (default) or random (formerly `engine`)")
     early_stopping: EarlyStoppingSpec | None = Field(
