@@ -77,11 +77,13 @@ def is_png(path: Path) -> tuple[int, int]:
 @pytest.mark.slow
 def test_spearmint_experiment_runs_the_spearmint_way(tmp_path: Path, config: str) -> None:
     directory = spearmint_dir(tmp_path, config)
+    batch = config == "config.pb"  # one of the two in synchronous batches
     result = search_cli(
         "--spearmint", str(directory), "--budget", "4", "--parallel", "2", "--poll", "0.05", "--seed", "2",
-        cwd=tmp_path,
+        *(["--batch"] if batch else []), cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
+    assert ("parallel 2 (synchronous batches)" in result.stdout) == batch
     name = "mixed-json" if config == "config.json" else directory.name
     jobs = [json.loads(line) for line in (directory / "jobs.txt").read_text().splitlines()]
     assert sorted(job["job_id"] for job in jobs) == [1, 2, 3, 4]  # job ids count from 1, each called once
@@ -95,6 +97,8 @@ def test_spearmint_experiment_runs_the_spearmint_way(tmp_path: Path, config: str
     rows = trial_rows(tmp_path / ".dagflow" / "search.db")
     assert [row["run_id"] for row in rows] == [f"{name}-t{n}" for n in (1, 2, 3, 4)]
     assert all(row["state"] == "succeeded" for row in rows)
+    if batch:  # jobs 3 and 4 were chosen after jobs 1 and 2 had both ended
+        assert min(float(r["created"]) for r in rows[2:]) >= max(float(r["finished"]) for r in rows[:2])  # type: ignore[arg-type]
     by_job = {job["job_id"]: job for job in jobs}
     for row in rows:  # the recorded objective is what main returned for that job's params
         job = by_job[row["number"]]
