@@ -19,6 +19,7 @@ import classad2
 import pytest
 from aws_fixtures import ImdsState, create_asg
 from condor_pool import Pool
+from test_search_scheduler_support import trial_rows
 
 from dagflow.agent.condor_config import advertised_attributes
 from dagflow.agent.configure import ConfigureOptions, configure
@@ -84,13 +85,18 @@ def test_search_runs_its_trials_as_dagman_jobs(condor_pool: Pool) -> None:
     pool.give(work)
     try:
         run = ["search", "run", "pipeline.yaml", "--engine", "condor", "--seed", "7", "--poll", "2"]
-        done = pool.dagflow([*run, "--budget", "3", "--parallel", "2", "--start-grace", "10m"], cwd=work, timeout=900)
+        done = pool.dagflow(
+            [*run, "--budget", "3", "--parallel", "2", "--batch", "--start-grace", "10m"], cwd=work, timeout=900
+        )
         assert "search tiny-search done: best loss=" in done.stdout, done.stdout
+        assert "parallel 2 (synchronous batches)" in done.stdout, done.stdout
         status = pool.dagflow(["search", "status", "tiny-search", "--json", "--no-plot"], cwd=work)
         trials = json.loads(status.stdout)["trials"]
     finally:
         remove_jobs_under(pool, work)
     assert [trial["state"] for trial in trials] == ["succeeded"] * 3, trials
+    rows = trial_rows(work / ".dagflow" / "search.db")  # --batch: trial 3 chosen once trials 1 and 2 ended
+    assert float(rows[2]["created"]) >= max(float(row["finished"]) for row in rows[:2]), rows  # type: ignore[arg-type]
     for trial in trials:
         run_dir = work / ".dagflow" / "runs" / trial["run_id"]
         assert (run_dir / "condor").is_dir(), f"trial {trial['run_id']} did not run on the condor engine"
