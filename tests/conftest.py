@@ -1,5 +1,8 @@
+import os
+
 import pytest
 
+from dagflow.engines.local.procs import KEEPER_CHOICE, NATIVE_KEEPER
 from tests.cluster_lifetime import begin_session, stop_started
 
 pytest_plugins = ["aws_fixtures", "slurm_fixtures", "condor_pool", "sge_fixtures"]
@@ -37,3 +40,12 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
 def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
     if not hasattr(session.config, "workerinput"):  # the main process, after every xdist worker has finished
         stop_started()
+
+
+@pytest.fixture(params=["native", "python"])
+def both_keepers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with the native keeper (keeper.c, built at install) and again with keeper.py."""
+    if request.param == "native" and not os.access(NATIVE_KEEPER, os.X_OK):
+        pytest.skip("the native keeper was not built: no C compiler at install (hatch_build.py)")
+    monkeypatch.setenv(KEEPER_CHOICE, request.param)
+    return request.param

@@ -19,8 +19,11 @@ import pytest
 from test_local_support import cli_env, dagflow_cli, node, step
 from test_run_cli import journal_of, start_runner, succeeded, wait_for, write_plan
 
-from dagflow.engines.local.keeper import frame, unframe
+from dagflow.engines.local.keeper import read_replies, request
 from dagflow.engines.local.procs import start_keeper
+
+# Every test here runs with the native keeper and again with keeper.py (conftest.both_keepers).
+pytestmark = pytest.mark.usefixtures("both_keepers")
 
 WAIT_FOR_FILE = "while [ ! -f {flag} ]; do sleep 0.05; done"
 
@@ -39,22 +42,30 @@ class KeeperDriver:
             os.chdir(previous)
         self.buffer = bytearray()
         self.replies: list[tuple] = []
+        self.all_replies: list[tuple] = []  # with their values
 
     def send(self, *messages: tuple) -> None:
-        os.write(self.requests, b"".join(frame(message) for message in messages))
+        os.write(self.requests, b"".join(request(*message) for message in messages))
 
-    def start(self, name: str, script: str, after: tuple[str, int] | None = None) -> None:
-        self.send(("s", name, 1, ("/bin/sh", ["sh", "-c", script], {}, after)))
+    def start(
+        self, name: str, script: str, after: tuple[str, int] | None = None, env: dict | None = None, attempt: int = 1
+    ) -> None:
+        self.send(("s", name, attempt, ("/bin/sh", ["sh", "-c", script], env or {}, after)))
 
-    def until(self, kind: str, name: str, timeout: float = 60.0) -> list[tuple]:
-        """Read replies until (kind, name) comes; every reply read so far, in order."""
-        while not any(reply[0] == kind and reply[1] == name for reply in self.replies):
+    def records(self) -> list[dict]:
+        return [json.loads(line) for line in (self.run_dir / "procs.jsonl").read_text().splitlines()]
+
+    def until(self, kind: str, name: str, timeout: float = 60.0, attempt: int | None = None) -> list[tuple]:
+        """Read replies until (kind, name[, attempt]) comes; every reply read so far, in order."""
+        while not any(r[0] == kind and r[1] == name and attempt in (None, r[2]) for r in self.replies):
             ready, _, _ = select.select([self.replies_fd], [], [], timeout)
             assert ready, f"no {kind} {name} from the keeper; replies so far: {self.replies}"
             chunk = os.read(self.replies_fd, 1 << 16)
             assert chunk, f"the keeper exited before {kind} {name}; replies: {self.replies}"
             self.buffer += chunk
-            self.replies += [tuple(reply[:3]) for reply in unframe(self.buffer)]
+            whole = read_replies(self.buffer)
+            self.all_replies += whole
+            self.replies += [tuple(reply[:3]) for reply in whole]
         return self.replies
 
     def close(self) -> int:
@@ -112,6 +123,47 @@ def test_followers_are_forgotten_when_the_runner_goes(tmp_path: Path) -> None:
     assert keeper.close() == 0  # it exits once its node has, telling no one: nothing else was started
     assert not (tmp_path / "orphan.txt").exists()
     assert keeper.started() == ["lead"]
+
+
+def test_names_environment_logs_and_records_of_a_node(tmp_path: Path) -> None:
+    # What the runner gives a node (a name with JSON's special characters, environment additions that
+    # override an inherited variable) and what the keeper writes back: records, logs, replies.
+    name = 'we"ird\\näme\tnode'
+    keeper = KeeperDriver(tmp_path / "run", tmp_path)
+    script = 'echo "$EXTRA $HOME"; echo oops >&2; exit 3'
+    keeper.start(name, script, env={"EXTRA": "a=b c", "HOME": "/elsewhere"})
+    keeper.until("x", name)
+    keeper.start(name, "echo again", attempt=2)
+    replies = keeper.until("x", name, attempt=2)
+    assert keeper.close() == 0
+    records = keeper.records()
+    expected = [(name, 1, None), (name, 1, 3), (name, 2, None), (name, 2, 0)]
+    assert [(r["n"], r["a"], r.get("rc")) for r in records] == expected
+    assert records[0]["pid"] == records[1]["pid"] and records[0]["k"] != records[0]["pid"]
+    assert all(isinstance(records[1][key], float | int) for key in ("w", "c", "m", "t"))
+    assert [reply[:3] for reply in replies] == [("s", name, 1), ("x", name, 1), ("s", name, 2), ("x", name, 2)]
+    logs = tmp_path / "run" / "logs"
+    assert (logs / f"{name}.out").read_text() == "a=b c /elsewhere\n\n=== dagflow: attempt 2 ===\nagain\n"
+    assert (logs / f"{name}.err").read_text() == "oops\n"
+
+
+def test_a_node_that_cannot_start_says_why_and_its_follower_takes_the_slot(tmp_path: Path) -> None:
+    keeper = KeeperDriver(tmp_path / "run", tmp_path)
+    keeper.send(("s", "gone", 1, ("/nonexistent/program", ["program"], {}, None)))
+    keeper.start("lead", WAIT_FOR_FILE.format(flag="go"))
+    keeper.send(("s", "missing", 1, ("/nonexistent/program", ["program"], {}, ("lead", 1))))
+    keeper.start("next", "true", after=("missing", 1))
+    (tmp_path / "go").touch()
+    keeper.until("x", "next")
+    assert keeper.close() == 0
+    errors = [reply for reply in keeper.all_replies if reply[0] == "e"]
+    assert errors == [("e", "gone", 1, "No such file or directory"), ("e", "missing", 1, "No such file or directory")]
+    assert keeper.started() == ["lead", "next"]
+
+
+def test_a_nul_byte_is_refused_before_it_reaches_the_keeper() -> None:
+    with pytest.raises(ValueError, match="null byte"):
+        request("s", "n", 1, ("/bin/sh", ["sh", "-c", "echo a\0b"], {}, None))
 
 
 def test_short_nodes_do_not_wait_behind_a_long_one(tmp_path: Path) -> None:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from dagflow.engines.local.procs import KEEPER_CHOICE, NATIVE_KEEPER, keeper_command
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.run.journal import CACHED, FAILED, SUCCEEDED, JournalWriter, read_journal
 
@@ -101,3 +105,13 @@ def test_journal_folds_events_and_ignores_a_torn_last_line(tmp_path: Path) -> No
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b""
     assert all(json.loads(line) for line in lines[:-1])
+
+
+def test_the_native_keeper_is_built_at_install_and_runs_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler: the install could not build the native keeper (hatch_build.py)")
+    monkeypatch.delenv(KEEPER_CHOICE, raising=False)
+    assert os.access(NATIVE_KEEPER, os.X_OK), "pip install should have compiled keeper.c (hatch_build.py)"
+    assert keeper_command(Path("/r"), dict(os.environ)) == [str(NATIVE_KEEPER), "/r"]
+    python_keeper = keeper_command(Path("/r"), {KEEPER_CHOICE: "python"})
+    assert python_keeper[0] == sys.executable and python_keeper[-2].endswith("keeper.py")

@@ -1,6 +1,7 @@
 """The keeper: the process that starts a run's nodes, waits for them, and records their exits.
 
-Run as `python -I -S keeper.py RUN_DIR` by the runner (procs.py starts it), it is the parent of every
+Run as `python -I -S keeper.py RUN_DIR` by the runner (procs.py starts it, or keeper.c's native build of
+this same loop where the install compiled one: the two are interchangeable), it is the parent of every
 node the runner starts, so it alone can collect their exit codes; it lives in its own process group,
 so a kill of the runner (SIGKILL, OOM, a crash) or Ctrl-C in the runner's terminal leaves it and the
 nodes running. It records each node's start and exit in `RUN_DIR/procs.jsonl` (one line each; the
@@ -16,13 +17,17 @@ one that finished while no runner was alive (runner.py). The keeper exits once t
 its request pipe (it finished, or died) and no node of its own is left. It imports nothing from dagflow
 and starts in a few milliseconds.
 
-Protocol, frames of a 4-byte little-endian length and a marshal payload:
-  runner -> keeper (stdin):  ("s", node, attempt, (program, argv, env additions, after))   start
-                             | ("n", node, attempt, None)                                  start now
-                             | ("d", node, attempt, None)                                  drop
-  keeper -> runner (stdout): ("s", node, attempt, pid) | ("e", node, attempt, error)
-                             | ("x", node, attempt, (rc, wall s, cpu s, max rss KB, unix time))
-                             | ("d", node, attempt, None)
+Protocol, frames of a 4-byte little-endian length and a payload of fields separated by NUL bytes (no
+field can hold one: exec(2) could not pass it), numbers in decimal, so that keeper.c speaks it too:
+  runner -> keeper (stdin):  s node attempt program argc argv... envc KEY=VALUE... after-node after-attempt
+                                                                        start (no after: "" and 0)
+                             | n node attempt                           start now
+                             | d node attempt                           drop
+  keeper -> runner (stdout): s node attempt pid | e node attempt error
+                             | x node attempt rc wall-s cpu-s max-rss-KB unix-time
+                             | d node attempt
+request() and read_requests(), reply() and read_replies() write and read them; the environment
+additions override the keeper's own environment (the runner's, when it started the keeper).
 `after` is None (start now) or the (node, attempt) of a node this keeper started or holds: the new node
 is its follower, started the moment it exits, in the slot it leaves, without waiting for the runner to
 hear of the exit and answer (that round trip, per node, was most of the runner's overhead on DAGs of
@@ -43,7 +48,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import marshal
 import os
 import selectors
 import signal
@@ -61,13 +65,15 @@ _READ_SIZE = 1 << 16
 _WATCH_AFTER_S = 0.05
 
 
-def frame(message: object) -> bytes:
-    payload = marshal.dumps(message)
+def _frame(fields: list[bytes]) -> bytes:
+    payload = b"\0".join(fields)
+    if payload.count(b"\0") != len(fields) - 1:
+        raise ValueError("embedded null byte")  # as exec(2) and os.posix_spawn refuse it
     return _HEADER.pack(len(payload)) + payload
 
 
-def unframe(buffer: bytearray) -> list:
-    """Take the complete frames off the front of buffer."""
+def _unframe(buffer: bytearray) -> list[list[bytes]]:
+    """Take the complete frames off the front of buffer, each as its fields."""
     messages = []
     offset = 0
     size = len(buffer)
@@ -76,10 +82,66 @@ def unframe(buffer: bytearray) -> list:
         end = offset + 4 + length
         if end > size:
             break
-        messages.append(marshal.loads(buffer[offset + 4 : end]))
+        messages.append(bytes(buffer[offset + 4 : end]).split(b"\0"))
         offset = end
     del buffer[:offset]
     return messages
+
+
+def request(kind: str, node: str, attempt: int, start: tuple | None = None) -> bytes:
+    """A runner's request: kind "s" with start = (program, argv, env additions, after), "n" or "d"."""
+    fields = [kind.encode(), os.fsencode(node), b"%d" % attempt]
+    if start is not None:
+        program, argv, env, after = start
+        fields += [os.fsencode(program), b"%d" % len(argv), *map(os.fsencode, argv), b"%d" % len(env)]
+        fields += [os.fsencode(f"{key}={value}") for key, value in env.items()]
+        fields += [os.fsencode(after[0]), b"%d" % after[1]] if after else [b"", b"0"]
+    return _frame(fields)
+
+
+def read_requests(buffer: bytearray) -> list[tuple]:
+    """The complete requests in buffer, as (kind, node, attempt, start or None)."""
+    requests = []
+    for fields in _unframe(buffer):
+        kind, node, attempt = fields[0].decode(), os.fsdecode(fields[1]), int(fields[2])
+        start = None
+        if kind == "s":
+            argc = int(fields[4])
+            argv = fields[5 : 5 + argc]
+            envc = int(fields[5 + argc])
+            env = fields[6 + argc : 6 + argc + envc]
+            after_node, after_attempt = fields[6 + argc + envc :]
+            after = (os.fsdecode(after_node), int(after_attempt)) if after_node else None
+            start = (fields[3], argv, env, after)
+        requests.append((kind, node, attempt, start))
+    return requests
+
+
+def reply(kind: str, node: str, attempt: int, value: object = None) -> bytes:
+    """A keeper's reply: "s" with the pid, "e" with an error, "x" with (rc, wall, cpu, max rss, time), "d"."""
+    fields = [kind.encode(), os.fsencode(node), b"%d" % attempt]
+    if kind == "x":
+        fields += [repr(item).encode() for item in value]  # type: ignore[attr-defined]
+    elif value is not None:
+        fields.append(os.fsencode(str(value)))
+    return _frame(fields)
+
+
+def read_replies(buffer: bytearray) -> list[tuple]:
+    """The complete replies in buffer, as (kind, node, attempt, value): the values reply() was given."""
+    replies = []
+    for fields in _unframe(buffer):
+        kind, node, attempt = fields[0].decode(), os.fsdecode(fields[1]), int(fields[2])
+        value: object = None
+        if kind == "s":
+            value = int(fields[3])
+        elif kind == "e":
+            value = os.fsdecode(fields[3])
+        elif kind == "x":
+            rc, wall, cpu, maxrss, ended = fields[3:8]
+            value = (int(rc), float(wall), float(cpu), int(maxrss), float(ended))
+        replies.append((kind, node, attempt, value))
+    return replies
 
 
 class _Output:
@@ -142,7 +204,7 @@ class Keeper:
         self.procs_fd = os.open(
             os.path.join(run_dir, "procs.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644
         )
-        self.env = dict(os.environ)
+        self.env = dict(os.environb)
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.children: dict[int, tuple[str, int, _Output]] = {}
         self.live: set[tuple[str, int]] = set()  # (node, attempt) of every started node not reaped yet
@@ -212,7 +274,7 @@ class Keeper:
                 self.leaders.clear()
                 return False
             self.requests += chunk
-        for kind, name, attempt, payload in unframe(self.requests):
+        for kind, name, attempt, payload in read_requests(self.requests):
             if kind == "s":
                 after = payload[3]
                 if after is not None and (after in self.live or after in self.leaders):
@@ -252,15 +314,17 @@ class Keeper:
             return  # started already (or never asked for): the runner kills it once it hears of the start
         del self.followers[leader]
         while True:
-            self.replies.append(frame(("d", key[0], key[1], None)))
+            self.replies.append(reply("d", key[0], key[1]))
             follower = self._take_follower(key)
             if follower is None:
                 return
             key = (follower[0], follower[1])
 
-    def _spawn(self, name: str, attempt: int, program: str, argv: list[str], env_add: dict[str, str]) -> bool:
+    def _spawn(self, name: str, attempt: int, program: bytes, argv: list[bytes], env_add: list[bytes]) -> bool:
         env = self.env.copy()
-        env.update(env_add)
+        for item in env_add:
+            key, _, value = item.partition(b"=")
+            env[key] = value
         output = _Output(f"{self.logs}/{name}", attempt, time.monotonic())
         fds: list[int] = []
         try:
@@ -275,7 +339,7 @@ class Keeper:
         except OSError as error:
             for fd in fds:
                 os.close(fd)
-            self.replies.append(frame(("e", name, attempt, error.strerror or str(error))))
+            self.replies.append(reply("e", name, attempt, error.strerror or str(error)))
             return False
         os.close(fds[1])
         os.close(fds[3])
@@ -286,7 +350,7 @@ class Keeper:
         self.live.add((name, attempt))
         self.unwatched.append((pid, output))
         self._record(f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{pid},"k":{self.pid}}}\n')
-        self.replies.append(frame(("s", name, attempt, pid)))
+        self.replies.append(reply("s", name, attempt, pid))
         return True
 
     def _reap(self) -> None:
@@ -317,7 +381,7 @@ class Keeper:
                 f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{pid},"rc":{rc},'
                 f'"w":{wall:.3f},"c":{cpu:.3f},"m":{usage.ru_maxrss},"t":{ended:.3f}}}\n'
             )
-            self.replies.append(frame(("x", name, attempt, (rc, wall, cpu, usage.ru_maxrss, ended))))
+            self.replies.append(reply("x", name, attempt, (rc, wall, cpu, usage.ru_maxrss, ended)))
             self.live.discard((name, attempt))
             follower = self._take_follower((name, attempt))
             if follower is not None:

@@ -103,11 +103,10 @@ def start_keeper(run_dir: Path, env: dict[str, str]) -> tuple[Child, int, int]:
     """Start a keeper for run_dir in its own process group: (its process, request fd, reply fd)."""
     request_r, request_w = os.pipe()
     reply_r, reply_w = os.pipe()
-    script = str(Path(__file__).with_name("keeper.py"))
-    argv = [sys.executable, "-I", "-S", script, str(run_dir)]
+    argv = keeper_command(run_dir, env)
     actions = [(os.POSIX_SPAWN_DUP2, request_r, 0), (os.POSIX_SPAWN_DUP2, reply_w, 1)]
     try:
-        pid = os.posix_spawn(sys.executable, argv, env, file_actions=actions, setpgroup=0, setsigdef=_DEFAULT_SIGNALS)
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setpgroup=0, setsigdef=_DEFAULT_SIGNALS)
     except OSError:
         for fd in (request_r, request_w, reply_r, reply_w):
             os.close(fd)
@@ -118,6 +117,18 @@ def start_keeper(run_dir: Path, env: dict[str, str]) -> tuple[Child, int, int]:
     return Child(pid), request_w, reply_r
 
 
+NATIVE_KEEPER = Path(__file__).with_name("dagflow-keeper")
+# DAGFLOW_KEEPER=python runs keeper.py even where the native keeper was built (the tests run both).
+KEEPER_CHOICE = "DAGFLOW_KEEPER"
+
+
+def keeper_command(run_dir: Path, env: dict[str, str]) -> list[str]:
+    """The native keeper (keeper.c, built at install) where there is one; keeper.py otherwise."""
+    if env.get(KEEPER_CHOICE) != "python" and os.access(NATIVE_KEEPER, os.X_OK):
+        return [str(NATIVE_KEEPER), str(run_dir)]
+    return [sys.executable, "-I", "-S", str(Path(__file__).with_name("keeper.py")), str(run_dir)]
+
+
 def is_keeper(pid: int | None, run_dir: Path) -> bool:
     """Whether pid is a live keeper of the run in run_dir (by its command line)."""
     if not pid:
@@ -126,7 +137,7 @@ def is_keeper(pid: int | None, run_dir: Path) -> bool:
     if not cmdline:
         return False
     args = [arg for arg in cmdline.split(b"\0") if arg]
-    if len(args) < 2 or not args[-2].endswith(b"keeper.py"):
+    if len(args) < 2 or not args[-2].endswith((b"keeper.py", b"dagflow-keeper")):
         return False
     return os.path.realpath(args[-1]) == os.path.realpath(os.fsencode(str(run_dir)))
 
