@@ -85,6 +85,13 @@ static void buf_json_string(Buf *buf, const char *text) {
     buf_add(buf, "\"", 1);
 }
 
+static char *joined(const char *a, const char *b, const char *c, const char *d) {
+    size_t size = strlen(a) + strlen(b) + strlen(c) + strlen(d) + 1;
+    char *text = must(malloc(size));
+    snprintf(text, size, "%s%s%s%s", a, b, c, d);
+    return text;
+}
+
 static double clock_seconds(clockid_t clock) {
     struct timespec now;
     clock_gettime(clock, &now);
@@ -190,10 +197,10 @@ static void write_log(Child *child, int stream, const char *data, size_t size) {
     int log = child->logs[stream];
     if (log < 0) {
         int append = child->request->attempt > 1; /* a retry adds to the earlier attempts' logs */
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s%s", logs_dir, child->request->node, stream ? ".err" : ".out");
+        char *path = joined(logs_dir, "/", child->request->node, stream ? ".err" : ".out");
         int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
         log = child->logs[stream] = open(path, flags, 0644);
+        free(path);
         if (log < 0) return; /* a full disk loses the log, not the run */
         struct stat info;
         if (append && fstat(log, &info) == 0 && info.st_size > 0) {
@@ -526,13 +533,10 @@ int main(int argc, char **argv) {
         fputs("usage: dagflow-keeper RUN_DIR (started by dagflow's local engine)\n", stderr);
         return 2;
     }
-    size_t dir_size = strlen(argv[1]) + 6;
-    char *logs = must(malloc(dir_size));
-    snprintf(logs, dir_size, "%s/logs", argv[1]);
-    logs_dir = logs;
-    char procs[4096];
-    snprintf(procs, sizeof procs, "%s/procs.jsonl", argv[1]);
+    logs_dir = joined(argv[1], "/logs", "", "");
+    char *procs = joined(argv[1], "/procs.jsonl", "", "");
     procs_fd = open(procs, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    free(procs);
     devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (procs_fd < 0 || devnull < 0) {
         perror("dagflow-keeper");

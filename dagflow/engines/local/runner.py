@@ -29,6 +29,7 @@ import contextlib
 import errno
 import heapq
 import itertools
+import math
 import os
 import selectors
 import signal
@@ -68,6 +69,7 @@ from dagflow.engines.local.procs import (
     start_keeper,
     with_interpreter_on_path,
 )
+from dagflow.engines.local.queueing import FollowerQueueing
 from dagflow.engines.local.reporting import Reporter, RunInfo
 from dagflow.engines.local.resources import Gpu, Machine, ResourcePool, within
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder, attempt_key
@@ -96,11 +98,6 @@ _HAS_PIDFD = hasattr(os, "pidfd_open")
 _FALLBACK_POLL_S = 0.02  # adopted nodes without pidfds (not Linux) are watched by polling at this interval
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _EXIT_RECORD_WAIT_S = 10.0  # how long an adopted node's keeper may take to record its exit
-# Ready nodes queued in the keeper behind each running node, refilled to this depth each turn. One hides
-# the runner's round trip only while it is quicker than the follower; the rest cover a runner that is busy
-# (a journal sync) or not scheduled (every core running nodes). On 4,921 trivial nodes and 2 slots, a slot
-# found its queue empty at 1,100-1,200 exits with 2 and at 20-60 with 4.
-FOLLOWERS_PER_SLOT = 4
 _KEEPER = 1  # selector data of the keeper's reply pipe (None: the wake pipe; a _Running: a pidfd)
 
 
@@ -168,6 +165,7 @@ class LocalRunner:
         self._sync_in: float | None = None  # seconds until the journal wants commit() again
         self._outbox: list[bytes] = []  # start requests not yet written to the keeper
         self._following = 0  # followers waiting in the keeper for their leader's exit (not holding a slot)
+        self.queueing = FollowerQueueing()
         self._replies = bytearray()
         self._leave_running = False  # stopped for a full disk: nodes run on, a resume adopts them
         self._stop_requests = 0
@@ -346,6 +344,8 @@ class LocalRunner:
             if self.cache is not None:
                 self.cache.flush()
             self.reporter.flush()
+            if self._stops_handled == 0 and (gather := self._gather_s()):
+                time.sleep(gather)
             self._wait()
 
         state = RUN_INTERRUPTED if self._stops_handled else RUN_FAILED if self.failures else RUN_SUCCEEDED
@@ -553,26 +553,44 @@ class LocalRunner:
         self._following -= 1
 
     def _add_followers(self) -> None:
-        """Give each node of ours that runs without a follower one: the first ready node (in the order
-        _start_ready takes them) that fits in what the leader holds, to start in its slot (keeper.py). A
-        follower may have a follower, FOLLOWERS_PER_SLOT deep."""
+        """Queue ready nodes behind each node of ours that runs, to start in its slot (keeper.py): the
+        first ready node (in the order _start_ready takes them) that fits in what the one before it
+        holds, as deep as queueing.py allows."""
         for leader in list(self.running.values()):
             if leader.follower is not None or leader.adopted or leader.res is None or leader.kill_reason is not None:
-                continue  # one follower each; an adopted node's keeper is not ours
-            depth, ahead = 0, leader.leader
-            while ahead is not None:
-                depth, ahead = depth + 1, ahead.leader
-            while depth < FOLLOWERS_PER_SLOT and (follower := self._follower_for(leader)) is not None:
+                continue  # the end of a queue; an adopted node's keeper is not ours
+            depth, queued_s, ahead = 0, 0.0, leader
+            while ahead.leader is not None:
+                depth, queued_s, ahead = depth + 1, queued_s + self.queueing.typical_s(ahead.step.name), ahead.leader
+            while (follower := self._follower_for(leader, depth, queued_s)) is not None:
                 leader, depth = follower, depth + 1  # the queue behind a slot fills up in one turn
+                queued_s += self.queueing.typical_s(follower.step.name)
 
-    def _follower_for(self, leader: _Running) -> _Running | None:
-        """Launch the first ready node that fits in what leader holds as its follower; None if none fits."""
+    def _follower_for(self, leader: _Running, depth: int, queued_s: float) -> _Running | None:
+        """Launch the first ready node that fits in what leader holds as its follower, if it may join a
+        queue depth deep holding queued_s of expected work; None if none does."""
         for step, queue in self.tracker.queues:
             if queue and within(res := self.memory.resources(queue[0], step), leader.res):
+                if not self.queueing.may_queue(depth, queued_s, step.name):
+                    return None
                 name = queue.popleft()
                 self._launch(name, step, res, (), leader)
-                return self.running.get(name)
+                follower = self.running.get(name)
+                return follower if follower is not None and follower.leader is leader else None
         return None
+
+    def _gather_s(self) -> float:
+        """How long the keeper's replies may gather before the next turn (queueing.py): none while a node
+        of ours runs with no follower behind it."""
+        least = math.inf
+        for running in self.running.values():
+            if running.leader is not None or running.adopted:
+                continue  # not the head of a slot's queue
+            queued_s, behind = 0.0, running.follower
+            while behind is not None and queued_s < least:
+                queued_s, behind = queued_s + self.queueing.typical_s(behind.step.name), behind.follower
+            least = min(least, queued_s)
+        return self.queueing.gather_s(least) if self.running and least < math.inf else 0.0
 
     def _start_followers_now(self) -> None:
         """A slot is free and nothing ready is left to fill it: a follower waiting behind a node that runs
@@ -718,6 +736,7 @@ class LocalRunner:
             if running is None or running.attempt != attempt or running.adopted:
                 continue
             if kind == "x":
+                self.queueing.observed(running.step.name, value[1])
                 running.measured = Measured.from_reply(value)
                 self._exited(running, value[0])
             elif kind == "s":
