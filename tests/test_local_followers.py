@@ -161,6 +161,19 @@ def test_a_node_that_cannot_start_says_why_and_its_follower_takes_the_slot(tmp_p
     assert keeper.started() == ["lead", "next"]
 
 
+def test_a_log_that_cannot_be_written_loses_the_output_not_the_node(tmp_path: Path) -> None:
+    # As on a full disk: the node's stdout log cannot be created (here a directory holds its name). Its
+    # output is dropped, its stderr still logged, and its exit recorded, whether the keeper reads the
+    # output while the node runs (after 50 ms) or at its exit.
+    keeper = KeeperDriver(tmp_path / "run", tmp_path)
+    (tmp_path / "run" / "logs" / "talker.out").mkdir()
+    keeper.start("talker", "echo early; sleep 0.3; echo late; echo note >&2; sleep 0.2; echo last")
+    keeper.until("x", "talker")
+    assert keeper.close() == 0
+    assert [(r["n"], r.get("rc")) for r in keeper.records()] == [("talker", None), ("talker", 0)]
+    assert (tmp_path / "run" / "logs" / "talker.err").read_text() == "note\n"
+
+
 def test_a_nul_byte_is_refused_before_it_reaches_the_keeper() -> None:
     with pytest.raises(ValueError, match="null byte"):
         request("s", "n", 1, ("/bin/sh", ["sh", "-c", "echo a\0b"], {}, None))

@@ -251,7 +251,8 @@ static char **node_environment(const Request *request) {
     size_t n = 0;
     for (size_t i = 0; i < base; i++) {
         const char *equals = strchr(environ[i], '=');
-        size_t key = equals ? (size_t)(equals - environ[i]) + 1 : strlen(environ[i]);
+        if (equals == NULL) continue; /* not a variable (Python's os.environ leaves it out too) */
+        size_t key = (size_t)(equals - environ[i]) + 1;
         int replaced = 0;
         for (long j = 0; j < request->env_count && !replaced; j++)
             replaced = strncmp(request->env_add[j], environ[i], key) == 0;

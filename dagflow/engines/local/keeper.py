@@ -178,6 +178,10 @@ class _Output:
             self._write(stream, data)
 
     def _write(self, stream: int, data: bytes) -> None:
+        with contextlib.suppress(OSError):  # a full disk loses the log, not the run
+            self._write_log(stream, data)
+
+    def _write_log(self, stream: int, data: bytes) -> None:
         log = self.logs[stream]
         if log < 0:
             append = self.attempt > 1  # a retry adds to the earlier attempts' logs, after a banner
