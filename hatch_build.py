@@ -28,11 +28,18 @@ class NativeKeeperHook(BuildHookInterface):
         if not compiler[0]:
             print("dagflow: no C compiler: the local engine uses its Python keeper", file=sys.stderr)
             return
+        (root / BINARY).unlink(missing_ok=True)  # never leave one built from an older keeper.c
         command = [*compiler, "-O2", "-std=gnu11", "-Wall", "-o", str(root / BINARY), str(root / SOURCE)]
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, check=False)
+            failure = result.stderr.strip() or f"{compiler[0]} exited with {result.returncode}"
+            if result.returncode == 0 and (root / BINARY).exists():
+                failure = ""
+        except OSError as error:
+            failure = str(error)
+        if failure:
             print(f"dagflow: the native keeper did not compile; the local engine uses its Python keeper:\n"
-                  f"{result.stderr}", file=sys.stderr)
+                  f"{failure}", file=sys.stderr)
             return
         if version != "editable":  # an editable install runs it where it was built, in the source tree
             build_data["force_include"][str(root / BINARY)] = str(BINARY)

@@ -123,10 +123,26 @@ KEEPER_CHOICE = "DAGFLOW_KEEPER"
 
 
 def keeper_command(run_dir: Path, env: dict[str, str]) -> list[str]:
-    """The native keeper (keeper.c, built at install) where there is one; keeper.py otherwise."""
-    if env.get(KEEPER_CHOICE) != "python" and os.access(NATIVE_KEEPER, os.X_OK):
+    """The native keeper (keeper.c, built at install) where there is a current one; keeper.py otherwise."""
+    if env.get(KEEPER_CHOICE) != "python" and native_keeper_current(NATIVE_KEEPER, NATIVE_KEEPER.with_name("keeper.c")):
         return [str(NATIVE_KEEPER), str(run_dir)]
     return [sys.executable, "-I", "-S", str(Path(__file__).with_name("keeper.py")), str(run_dir)]
+
+
+def native_keeper_current(binary: Path, source: Path) -> bool:
+    """Whether binary can run and was built from source as it is now. In a source tree (an editable
+    install) keeper.c lies beside it and may have changed since the install compiled it: an older
+    binary may speak an older protocol, so keeper.py runs until a reinstall rebuilds it. Wheels carry
+    the binary alone."""
+    try:
+        built = binary.stat().st_mtime
+    except OSError:
+        return False
+    try:
+        changed = source.stat().st_mtime
+    except OSError:
+        changed = built
+    return changed <= built and os.access(binary, os.X_OK)
 
 
 def is_keeper(pid: int | None, run_dir: Path) -> bool:
