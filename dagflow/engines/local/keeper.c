@@ -108,7 +108,7 @@ typedef struct {
     char **argv;      /* NULL-terminated */
     char **env_add;   /* "KEY=VALUE" */
     long env_count;
-    const char *after_node; /* NULL: start now */
+    const char *after_node; /* the leader it waits for ("": start now) */
     long after_attempt;
 } Request;
 
@@ -121,18 +121,12 @@ typedef struct {
     int watched;
 } Child;
 
-typedef struct {
-    Request *request; /* the follower */
-    const char *leader_node;
-    long leader_attempt;
-} Pending;
-
 static const char *logs_dir;
 static int procs_fd, devnull, wake_r, wake_w;
 static pid_t keeper_pid;
 static Child **children;
 static size_t n_children, cap_children;
-static Pending *pending;
+static Request **pending; /* followers waiting for their leader's exit */
 static size_t n_pending, cap_pending;
 static Buf requests, records, replies;
 static int runner_gone;
@@ -153,22 +147,24 @@ static int same_key(const char *node, long attempt, const char *other_node, long
 
 /* A reply frame: kind, node and attempt, then the n_rest fields in rest. */
 static void reply(char kind, const char *node, long attempt, const char *const *rest, int n_rest) {
-    Buf payload = {0};
+    size_t header = replies.len;
+    buf_add(&replies, "\0\0\0\0", 4); /* the length, once the payload is there */
     char head[32];
     int size = snprintf(head, sizeof head, "%c", kind);
-    buf_add(&payload, head, (size_t)size + 1);
-    buf_add(&payload, node, strlen(node) + 1);
+    buf_add(&replies, head, (size_t)size + 1);
+    buf_add(&replies, node, strlen(node) + 1);
     size = snprintf(head, sizeof head, "%ld", attempt);
-    buf_add(&payload, head, (size_t)size);
+    buf_add(&replies, head, (size_t)size);
     for (int i = 0; i < n_rest; i++) {
-        buf_add(&payload, "", 1);
-        buf_add(&payload, rest[i], strlen(rest[i]));
+        buf_add(&replies, "", 1);
+        buf_add(&replies, rest[i], strlen(rest[i]));
     }
-    uint32_t length = (uint32_t)payload.len;
-    unsigned char header[4] = {length & 0xff, (length >> 8) & 0xff, (length >> 16) & 0xff, length >> 24};
-    buf_add(&replies, header, 4);
-    buf_add(&replies, payload.data, payload.len);
-    free(payload.data);
+    uint32_t length = (uint32_t)(replies.len - header - 4);
+    unsigned char *bytes = (unsigned char *)replies.data + header;
+    bytes[0] = length & 0xff;
+    bytes[1] = (length >> 8) & 0xff;
+    bytes[2] = (length >> 16) & 0xff;
+    bytes[3] = length >> 24;
 }
 
 static void send_all(void) {
@@ -325,8 +321,8 @@ static int spawn(Request *request) {
 /* The request waiting for the leader (node, attempt), out of the queue; NULL if there is none. */
 static Request *take_follower(const char *node, long attempt) {
     for (size_t i = 0; i < n_pending; i++) {
-        if (same_key(pending[i].leader_node, pending[i].leader_attempt, node, attempt)) {
-            Request *follower = pending[i].request;
+        if (same_key(pending[i]->after_node, pending[i]->after_attempt, node, attempt)) {
+            Request *follower = pending[i];
             pending[i] = pending[--n_pending];
             return follower;
         }
@@ -343,9 +339,9 @@ static void start(Request *request) {
     }
 }
 
-static Pending *waiting_follower(const char *node, long attempt) {
+static Request **waiting_follower(const char *node, long attempt) {
     for (size_t i = 0; i < n_pending; i++)
-        if (same_key(pending[i].request->node, pending[i].request->attempt, node, attempt)) return &pending[i];
+        if (same_key(pending[i]->node, pending[i]->attempt, node, attempt)) return &pending[i];
     return NULL;
 }
 
@@ -356,9 +352,9 @@ static int is_live(const char *node, long attempt) {
 }
 
 static void drop(const char *node, long attempt) {
-    Pending *entry = waiting_follower(node, attempt);
+    Request **entry = waiting_follower(node, attempt);
     if (entry == NULL) return; /* started already (or never asked for): the runner kills it */
-    Request *request = entry->request;
+    Request *request = *entry;
     *entry = pending[--n_pending];
     while (request != NULL) {
         reply('d', request->node, request->attempt, NULL, 0);
@@ -409,24 +405,23 @@ static void handle_request(const char *payload, size_t size) {
         request->env_count = number(fields[5 + argc]);
         if (request->env_count < 0 || (size_t)(8 + argc + request->env_count) != n_fields) malformed();
         request->env_add = fields + 6 + argc;
-        const char *after = fields[6 + argc + request->env_count];
-        request->after_attempt = number(fields[7 + argc + request->env_count]);
-        request->after_node = *after ? after : NULL;
-        if (*after && (is_live(after, request->after_attempt) || waiting_follower(after, request->after_attempt))) {
+        const char *after = request->after_node = fields[6 + argc + request->env_count];
+        long after_attempt = request->after_attempt = number(fields[7 + argc + request->env_count]);
+        if (*after && (is_live(after, after_attempt) || waiting_follower(after, after_attempt))) {
             if (n_pending == cap_pending) {
                 cap_pending = cap_pending ? cap_pending * 2 : 16;
                 pending = must(realloc(pending, cap_pending * sizeof *pending));
             }
-            pending[n_pending++] = (Pending){request, after, request->after_attempt};
+            pending[n_pending++] = request;
         } else {
             start(request);
         }
         return;
     }
     if (kind == 'n') {
-        Pending *entry = waiting_follower(request->node, request->attempt);
+        Request **entry = waiting_follower(request->node, request->attempt);
         if (entry != NULL) {
-            Request *follower = entry->request;
+            Request *follower = *entry;
             *entry = pending[--n_pending];
             start(follower);
         }
@@ -450,7 +445,7 @@ static int read_requests(void) {
         if (size < 0 && errno == EINTR) continue;
         if (size < 0 && errno == EAGAIN) break;
         runner_gone = 1; /* followers not started yet are forgotten: no runner would hear of them */
-        for (size_t i = 0; i < n_pending; i++) free_request(pending[i].request);
+        for (size_t i = 0; i < n_pending; i++) free_request(pending[i]);
         n_pending = 0;
         return 0;
     }
