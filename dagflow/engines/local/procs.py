@@ -124,9 +124,14 @@ KEEPER_CHOICE = "DAGFLOW_KEEPER"
 
 def keeper_command(run_dir: Path, env: dict[str, str]) -> list[str]:
     """The native keeper (keeper.c, built at install) where there is a current one; keeper.py otherwise."""
-    if env.get(KEEPER_CHOICE) != "python" and native_keeper_current(NATIVE_KEEPER, NATIVE_KEEPER.with_name("keeper.c")):
+    if env.get(KEEPER_CHOICE) != "python" and native_keeper_ready():
         return [str(NATIVE_KEEPER), str(run_dir)]
     return [sys.executable, "-I", "-S", str(Path(__file__).with_name("keeper.py")), str(run_dir)]
+
+
+def native_keeper_ready() -> bool:
+    """Whether this install has a native keeper built from its keeper.c as it is now."""
+    return native_keeper_current(NATIVE_KEEPER, NATIVE_KEEPER.with_name("keeper.c"))
 
 
 def native_keeper_current(binary: Path, source: Path) -> bool:

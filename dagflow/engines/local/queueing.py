@@ -6,7 +6,7 @@ wait for the runner to hear of the exit and answer. Two per slot hide that round
 length. Nodes that take a millisecond need more: a runner that is busy or not scheduled for a few
 milliseconds would otherwise find slots idle; and a runner that lets replies gather for a while (as a
 network card coalesces interrupts) spends less per node than one woken by each reply. On 4,921 trivial
-nodes and 2 slots this took dagflow from 1.40x to about 1.23x a minimal executor's time.
+nodes and 2 slots this took dagflow from 1.40x to 1.20x a minimal executor's time (best of 5).
 
 Both are sized in expected time, from how long each step's nodes have taken in this run: beyond the
 first two, a slot's queue holds at most QUEUE_HORIZON_S of expected work, so a ready node of higher
