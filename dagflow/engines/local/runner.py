@@ -756,11 +756,18 @@ class LocalRunner:
         if self._stop_requests > self._stops_handled:
             first = self._stops_handled == 0
             self._stops_handled = self._stop_requests
-            for running in list(self.running.values()):
-                if first:
-                    self._terminate(running, "interrupt")
-                else:
-                    self._signal(running, signal.SIGKILL)
+            # Followers still waiting are dropped first, and the drops written before any leader is
+            # signalled: a leader that dies before its keeper has read the drop would start its follower.
+            waiting = [running for running in self.running.values() if running.leader is not None]
+            others = [running for running in self.running.values() if running.leader is None]
+            for group in (waiting, others):
+                for running in group:
+                    if first:
+                        self._terminate(running, "interrupt")
+                    else:
+                        self._signal(running, signal.SIGKILL)
+                if self._outbox:
+                    self._send_requests()
 
     def _signal(self, running: _Running, sig: int) -> None:
         if running.pid is None:
