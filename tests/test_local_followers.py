@@ -203,7 +203,10 @@ def _one_slot_with_a_follower(tmp_path: Path) -> tuple[object, Path]:
     plan = write_plan(tmp_path, nodes, [step("s")])
     # one slot: `next` is sent as the follower of `lead` in the same write that starts `lead`
     runner = start_runner(tmp_path, str(plan), "--run-id", "one", "--jobs", "1", "--no-cache", "--kill-grace", "0.5")
-    wait_for(lambda: "lead" in journal_of(tmp_path, "one").nodes, timeout=120)
+    # The journal records `lead` when the keeper starts it; its shell may not have run a line yet. Wait
+    # for `lead` itself, or a signal could end it before it counts itself.
+    counter = tmp_path / "counter"
+    wait_for(lambda: counter.exists() and counter.read_text().split() == ["lead"], timeout=120)
     return runner, plan
 
 
