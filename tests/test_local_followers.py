@@ -12,6 +12,7 @@ import json
 import os
 import select
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -110,6 +111,27 @@ def test_start_now_and_drop_of_waiting_followers(tmp_path: Path) -> None:
     assert keeper.close() == 0
     assert not (tmp_path / "dropped.txt").exists()
     assert keeper.started() == ["lead", "early"]
+
+
+def test_a_drop_written_before_the_leader_is_killed_stops_its_follower(tmp_path: Path) -> None:
+    # Ctrl-C's order in the runner: drop the waiting follower, then signal its leader. The keeper must
+    # honour the drop even when it had already read its requests for this turn when the leader died (it
+    # was awake copying the leader's output). Before it read them again, keeper.py started about 1 in 10.
+    keeper = KeeperDriver(tmp_path / "run", tmp_path)
+    talker = "while :; do echo talking; done"
+    for i in range(60):
+        keeper.start(f"lead{i}", talker)
+        keeper.start(f"next{i}", f"touch ran.{i}", after=(f"lead{i}", 1))
+        keeper.until("s", f"lead{i}")
+        pid = next(int(r[3]) for r in keeper.all_replies if r[:2] == ("s", f"lead{i}"))
+        time.sleep(0.06)  # long enough that the keeper watches its output, waking for each chunk
+        keeper.send(("d", f"next{i}", 1, None))
+        os.killpg(pid, signal.SIGKILL)
+        keeper.until("x", f"lead{i}")
+    assert keeper.close() == 0
+    assert [f"next{i}" for i in range(60) if ("d", f"next{i}", 1) not in keeper.replies] == []
+    assert list(tmp_path.glob("ran.*")) == []
+    assert keeper.started() == [f"lead{i}" for i in range(60)]
 
 
 def test_followers_are_forgotten_when_the_runner_goes(tmp_path: Path) -> None:

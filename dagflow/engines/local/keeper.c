@@ -130,6 +130,7 @@ static Request **pending; /* followers waiting for their leader's exit */
 static size_t n_pending, cap_pending;
 static Buf requests, records, replies;
 static int runner_gone;
+static int reading = 1; /* the request pipe is open */
 
 static void free_request(Request *request) {
     if (request == NULL) return;
@@ -339,6 +340,12 @@ static void start(Request *request) {
     }
 }
 
+static int has_follower(const char *node, long attempt) {
+    for (size_t i = 0; i < n_pending; i++)
+        if (same_key(pending[i]->after_node, pending[i]->after_attempt, node, attempt)) return 1;
+    return 0;
+}
+
 static Request **waiting_follower(const char *node, long attempt) {
     for (size_t i = 0; i < n_pending; i++)
         if (same_key(pending[i]->node, pending[i]->attempt, node, attempt)) return &pending[i];
@@ -434,7 +441,7 @@ static void handle_request(const char *payload, size_t size) {
 }
 
 /* Read what the runner wrote and act on each complete request; 0 once it has closed the pipe. */
-static int read_requests(void) {
+static void read_requests(void) {
     char chunk[READ_SIZE];
     for (;;) {
         ssize_t size = read(0, chunk, sizeof chunk);
@@ -445,9 +452,10 @@ static int read_requests(void) {
         if (size < 0 && errno == EINTR) continue;
         if (size < 0 && errno == EAGAIN) break;
         runner_gone = 1; /* followers not started yet are forgotten: no runner would hear of them */
+        reading = 0;
         for (size_t i = 0; i < n_pending; i++) free_request(pending[i]);
         n_pending = 0;
-        return 0;
+        return;
     }
     size_t offset = 0;
     while (requests.len - offset >= 4) {
@@ -459,7 +467,6 @@ static int read_requests(void) {
     }
     memmove(requests.data, requests.data + offset, requests.len - offset);
     requests.len -= offset;
-    return 1;
 }
 
 /* --- exits ---------------------------------------------------------------------------------------- */
@@ -496,6 +503,8 @@ static void reap(void) {
         snprintf(texts[4], sizeof texts[4], "%.17g", ended);
         const char *rest[] = {texts[0], texts[1], texts[2], texts[3], texts[4]};
         reply('x', request->node, request->attempt, rest, 5);
+        /* The runner writes a drop before it signals a leader: read it before starting the follower. */
+        if (reading && has_follower(request->node, request->attempt)) read_requests();
         Request *follower = take_follower(request->node, request->attempt);
         free_request(child->request);
         free(child);
@@ -560,7 +569,6 @@ int main(int argc, char **argv) {
     struct pollfd *fds = NULL;
     Child **owners = NULL;
     size_t cap_fds = 0;
-    int reading = 1;
     while (reading || n_children) {
         size_t n_fds = 0, need = 2 + 2 * n_children;
         if (need > cap_fds) {
@@ -598,7 +606,7 @@ int main(int argc, char **argv) {
             while (read(wake_r, drain, sizeof drain) > 0) {
             }
         }
-        if (ready > 0 && reading && fds[1].revents) reading = read_requests();
+        if (ready > 0 && reading && fds[1].revents) read_requests();
         reap();
         double now = clock_seconds(CLOCK_MONOTONIC);
         for (size_t i = 0; i < n_children; i++)

@@ -35,8 +35,10 @@ short nodes). The runner picks a follower only among ready nodes that fit in wha
 the keeper needs no resource accounting. "Start now" starts a follower still waiting (a slot freed
 elsewhere first: the runner reserved it); for one already started it does nothing. A drop takes a
 follower that has not started yet (and its own followers) out of the queue and answers "d"; a follower
-already started is the runner's to kill. When the runner closes the request pipe, followers not yet
-started are forgotten: no runner would hear of them.
+already started is the runner's to kill. The keeper reads its requests again between a leader's exit
+and its follower's start, so a drop written before the leader was signalled (Ctrl-C) is always honoured.
+When the runner closes the request pipe, followers not yet started are forgotten: no runner would hear
+of them.
 
 The wall time runs from the start to the reap; CPU time and max RSS are the rusage wait4(2) returns for
 the node's process (it includes the descendants that process waited for: usage_recorder.py).
@@ -219,6 +221,7 @@ class Keeper:
         self.replies: list[bytes] = []
         self.records: list[str] = []  # procs.jsonl lines not written yet
         self.runner_gone = False
+        self.reading = True  # the request pipe is open
         self.pid = os.getpid()
         self.selector = selectors.DefaultSelector()
 
@@ -232,17 +235,14 @@ class Keeper:
         selector = self.selector
         selector.register(0, selectors.EVENT_READ, "requests")
         selector.register(wake_r, selectors.EVENT_READ, "exits")
-        reading = True
-        while reading or self.children:
+        while self.reading or self.children:
             timeout = None
             if self.unwatched:
                 timeout = max(0.0, self.unwatched[0][1].started + _WATCH_AFTER_S - time.monotonic())
             for key, _ in selector.select(timeout):
                 data = key.data
                 if data == "requests":
-                    reading = self._read_requests()
-                    if not reading:
-                        selector.unregister(0)
+                    self._read_requests()
                 elif data == "exits":
                     _drain(wake_r)
                 else:
@@ -266,7 +266,7 @@ class Keeper:
                 self.selector.register(fd, selectors.EVENT_READ, (output, stream))
             output.watched = True
 
-    def _read_requests(self) -> bool:
+    def _read_requests(self) -> None:
         while True:
             try:
                 chunk = os.read(0, 1 << 16)
@@ -274,9 +274,11 @@ class Keeper:
                 break
             if not chunk:
                 self.runner_gone = True
+                self.reading = False
+                self.selector.unregister(0)
                 self.followers.clear()
                 self.leaders.clear()
-                return False
+                return
             self.requests += chunk
         for kind, name, attempt, payload in read_requests(self.requests):
             if kind == "s":
@@ -292,7 +294,6 @@ class Keeper:
                     self._start(*self.followers.pop(leader))
             else:
                 self._drop((name, attempt))
-        return True
 
     def _start(self, name: str, attempt: int, payload: tuple) -> None:
         """Spawn a node; if it cannot start, its follower starts instead (it leaves its slot at once)."""
@@ -387,6 +388,9 @@ class Keeper:
             )
             self.replies.append(reply("x", name, attempt, (rc, wall, cpu, usage.ru_maxrss, ended)))
             self.live.discard((name, attempt))
+            if self.reading and (name, attempt) in self.followers:
+                # The runner writes a drop before it signals a leader: read it before starting the follower.
+                self._read_requests()
             follower = self._take_follower((name, attempt))
             if follower is not None:
                 self._start(*follower)
