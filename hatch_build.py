@@ -32,9 +32,8 @@ class NativeKeeperHook(BuildHookInterface):
         command = [*compiler, "-O2", "-std=gnu11", "-Wall", "-o", str(root / BINARY), str(root / SOURCE)]
         try:
             result = subprocess.run(command, capture_output=True, text=True, check=False)
-            failure = result.stderr.strip() or f"{compiler[0]} exited with {result.returncode}"
-            if result.returncode == 0 and (root / BINARY).exists():
-                failure = ""
+            built = result.returncode == 0 and (root / BINARY).exists()
+            failure = "" if built else result.stderr.strip() or f"{compiler[0]} exited with {result.returncode}"
         except OSError as error:
             failure = str(error)
         if failure:

@@ -123,7 +123,7 @@ def test_a_drop_written_before_the_leader_is_killed_stops_its_follower(tmp_path:
         keeper.start(f"lead{i}", talker)
         keeper.start(f"next{i}", f"touch ran.{i}", after=(f"lead{i}", 1))
         keeper.until("s", f"lead{i}")
-        pid = next(int(r[3]) for r in keeper.all_replies if r[:2] == ("s", f"lead{i}"))
+        pid = next(r[3] for r in keeper.all_replies if r[:2] == ("s", f"lead{i}"))
         time.sleep(0.06)  # long enough that the keeper watches its output, waking for each chunk
         keeper.send(("d", f"next{i}", 1, None))
         os.killpg(pid, signal.SIGKILL)

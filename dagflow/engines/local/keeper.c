@@ -319,16 +319,30 @@ static int spawn(Request *request) {
     return 1;
 }
 
-/* The request waiting for the leader (node, attempt), out of the queue; NULL if there is none. */
-static Request *take_follower(const char *node, long attempt) {
-    for (size_t i = 0; i < n_pending; i++) {
-        if (same_key(pending[i]->after_node, pending[i]->after_attempt, node, attempt)) {
-            Request *follower = pending[i];
-            pending[i] = pending[--n_pending];
-            return follower;
-        }
-    }
+/* The queue's entry of the request waiting for the leader (node, attempt); NULL if there is none. */
+static Request **follower_of(const char *node, long attempt) {
+    for (size_t i = 0; i < n_pending; i++)
+        if (same_key(pending[i]->after_node, pending[i]->after_attempt, node, attempt)) return &pending[i];
     return NULL;
+}
+
+/* The request waiting for (node, attempt) by its own key; NULL if there is none. */
+static Request **waiting_follower(const char *node, long attempt) {
+    for (size_t i = 0; i < n_pending; i++)
+        if (same_key(pending[i]->node, pending[i]->attempt, node, attempt)) return &pending[i];
+    return NULL;
+}
+
+/* The request at entry, out of the queue (NULL for no entry). */
+static Request *unqueue(Request **entry) {
+    if (entry == NULL) return NULL;
+    Request *request = *entry;
+    *entry = pending[--n_pending];
+    return request;
+}
+
+static Request *take_follower(const char *node, long attempt) {
+    return unqueue(follower_of(node, attempt));
 }
 
 /* Spawn a node; if it cannot start, its follower starts instead (it leaves its slot at once). */
@@ -340,18 +354,6 @@ static void start(Request *request) {
     }
 }
 
-static int has_follower(const char *node, long attempt) {
-    for (size_t i = 0; i < n_pending; i++)
-        if (same_key(pending[i]->after_node, pending[i]->after_attempt, node, attempt)) return 1;
-    return 0;
-}
-
-static Request **waiting_follower(const char *node, long attempt) {
-    for (size_t i = 0; i < n_pending; i++)
-        if (same_key(pending[i]->node, pending[i]->attempt, node, attempt)) return &pending[i];
-    return NULL;
-}
-
 static int is_live(const char *node, long attempt) {
     for (size_t i = 0; i < n_children; i++)
         if (same_key(children[i]->request->node, children[i]->request->attempt, node, attempt)) return 1;
@@ -359,10 +361,8 @@ static int is_live(const char *node, long attempt) {
 }
 
 static void drop(const char *node, long attempt) {
-    Request **entry = waiting_follower(node, attempt);
-    if (entry == NULL) return; /* started already (or never asked for): the runner kills it */
-    Request *request = *entry;
-    *entry = pending[--n_pending];
+    /* none: started already (or never asked for), and the runner kills it */
+    Request *request = unqueue(waiting_follower(node, attempt));
     while (request != NULL) {
         reply('d', request->node, request->attempt, NULL, 0);
         Request *follower = take_follower(request->node, request->attempt);
@@ -426,12 +426,7 @@ static void handle_request(const char *payload, size_t size) {
         return;
     }
     if (kind == 'n') {
-        Request **entry = waiting_follower(request->node, request->attempt);
-        if (entry != NULL) {
-            Request *follower = *entry;
-            *entry = pending[--n_pending];
-            start(follower);
-        }
+        start(unqueue(waiting_follower(request->node, request->attempt)));
     } else if (kind == 'd') {
         drop(request->node, request->attempt);
     } else {
@@ -440,7 +435,7 @@ static void handle_request(const char *payload, size_t size) {
     free_request(request);
 }
 
-/* Read what the runner wrote and act on each complete request; 0 once it has closed the pipe. */
+/* Read what the runner wrote and act on each complete request; reading is 0 once it closed the pipe. */
 static void read_requests(void) {
     char chunk[READ_SIZE];
     for (;;) {
@@ -504,7 +499,7 @@ static void reap(void) {
         const char *rest[] = {texts[0], texts[1], texts[2], texts[3], texts[4]};
         reply('x', request->node, request->attempt, rest, 5);
         /* The runner writes a drop before it signals a leader: read it before starting the follower. */
-        if (reading && has_follower(request->node, request->attempt)) read_requests();
+        if (reading && follower_of(request->node, request->attempt)) read_requests();
         Request *follower = take_follower(request->node, request->attempt);
         free_request(child->request);
         free(child);
