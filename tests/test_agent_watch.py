@@ -94,3 +94,53 @@ def test_cli_watch(imds: tuple[str, ImdsState], condor_drain: Path) -> None:
     assert condor_drain.read_text().startswith("-quick -reason dagflow agent: EC2 spot interruption notice")
     bad = CliRunner().invoke(app, ["agent", "watch", "--on-interruption", "slowly", "--iterations", "1"])
     assert bad.exit_code == 2 and "expected one of graceful, quick, fast" in bad.stderr
+
+
+FAILS_ONCE = """#!/bin/sh
+echo "$*" >> "{log}"
+if [ ! -e "{tried}" ]; then
+  touch "{tried}"
+  echo "ERROR: failed to send DRAIN_JOBS command to startd (connection refused)" >&2
+  exit 1
+fi
+echo "Sent request to drain the startd"
+"""
+
+
+@pytest.fixture
+def condor_drain_failing_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A condor_drain that fails its first call (the startd was busy restarting), then works."""
+    bin_dir = tmp_path / "bin-once"
+    bin_dir.mkdir()
+    log = tmp_path / "drain-once.log"
+    script = bin_dir / "condor_drain"
+    script.write_text(FAILS_ONCE.format(log=log, tried=tmp_path / "tried"))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def test_a_failed_drain_is_retried_until_it_takes(imds: tuple[str, ImdsState], condor_drain_failing_once: Path) -> None:
+    endpoint, state = imds
+    state.spot_action = {"action": "terminate", "time": "2026-11-23T04:00:00Z"}
+    watcher = Watcher(Imds(endpoint), CondorDrainer(machine="gpu-4.example"))
+    first = watcher.poll()
+    assert len(first) == 1 and "exit 1" in first[0] and "connection refused" in first[0]
+    second = watcher.poll()
+    assert len(second) == 1 and "condor_drain -quick" in second[0] and second[0].endswith(": ok")
+    assert watcher.poll() == []  # drained: the notice is handled now
+    calls = condor_drain_failing_once.read_text().splitlines()
+    assert len(calls) == 2 and all(call.startswith("-quick -reason dagflow agent: EC2 spot") for call in calls)
+
+
+def test_cli_watch_retries_a_failed_drain(imds: tuple[str, ImdsState], condor_drain_failing_once: Path) -> None:
+    endpoint, state = imds
+    state.spot_action = {"action": "terminate", "time": "2026-11-23T05:00:00Z"}
+    result = CliRunner().invoke(
+        app,
+        ["agent", "watch", "--imds-endpoint", endpoint, "--machine", "gpu-5", "--iterations", "4", "--interval", "0.1"],
+    )
+    assert result.exit_code == 0, result.output
+    calls = condor_drain_failing_once.read_text().splitlines()
+    assert len(calls) == 2, calls  # failed once, drained on the next poll, then left alone
+    assert all(call.startswith("-quick -reason dagflow agent: EC2 spot interruption notice") for call in calls)

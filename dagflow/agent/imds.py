@@ -3,14 +3,15 @@
 Short timeouts everywhere: off EC2 the link-local address usually does not answer, and boot must not
 wait on it. Every read returns None when the value is not there (off EC2, or IMDS disabled). The
 timeout is a deadline for a whole request (connect, headers and body): a service that answers but
-trickles its reply raises ImdsTimeoutError instead of stalling boot one slow read at a time.
+trickles its reply raises ImdsTimeoutError instead of stalling boot one slow read at a time. An answer
+no metadata service gives (more than MAX_ANSWER_BYTES, not UTF-8, JSON nested too deep) raises
+ImdsBadAnswerError, naming the request: nothing a service answers is read unbounded or crashes a caller.
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.client
-import json
 import os
 import socket
 import threading
@@ -19,6 +20,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from dagflow.bounded import BoundedInputError, decode_utf8, loads_json
 from dagflow.errors import EXIT_UNREACHABLE, DagflowError
 
 DEFAULT_ENDPOINT = "http://169.254.169.254"
@@ -26,12 +28,23 @@ TOKEN_PATH = "/latest/api/token"
 TOKEN_TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"
 TOKEN_TTL_S = 21600
+METADATA_PATH = "/latest/meta-data/"
+# IMDS values are short (an id, a region, a notice of two fields); user-data, up to 16 KiB, is not read.
+MAX_ANSWER_BYTES = 64 * 1024
 
 
-class ImdsTimeoutError(DagflowError):
-    """The metadata service answered, but not within the request deadline."""
+class ImdsError(DagflowError):
+    """The metadata service answered, but not usefully."""
 
     exit_code = EXIT_UNREACHABLE
+
+
+class ImdsTimeoutError(ImdsError):
+    """The metadata service answered, but not within the request deadline."""
+
+
+class ImdsBadAnswerError(ImdsError):
+    """The metadata service answered with something it never sends: too long, not UTF-8, too deep."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +102,7 @@ class Imds:
         try:
             connection.request(request.method, request.path, headers=request.headers)
             response = connection.getresponse()
-            body = response.read()
+            body = self._read_body(request, response)
             if expired.is_set():
                 raise self._timeout(request)
             return response.status, body
@@ -102,6 +115,32 @@ class Imds:
         finally:
             timer.cancel()
             connection.close()
+
+    def _read_body(self, request: Request, response: http.client.HTTPResponse) -> bytes:
+        """At most MAX_ANSWER_BYTES, whatever Content-Length says (the client would make room for it all)."""
+        if response.length is not None and response.length > MAX_ANSWER_BYTES:
+            raise self._too_long(request, str(response.length))
+        body = response.read(MAX_ANSWER_BYTES + 1)
+        if len(body) > MAX_ANSWER_BYTES:  # no Content-Length: read until the limit
+            raise self._too_long(request, f"more than {MAX_ANSWER_BYTES}")
+        return body
+
+    def _too_long(self, request: Request, size: str) -> ImdsBadAnswerError:
+        return ImdsBadAnswerError(
+            f"instance metadata service {self.endpoint}: {request.method} {request.path} answered with {size} "
+            f"bytes; an IMDS answer is at most {MAX_ANSWER_BYTES}"
+        )
+
+    def _text(self, request: Request, body: bytes) -> str:
+        try:
+            return decode_utf8(body).strip()
+        except BoundedInputError as error:
+            raise self._unusable(request, error) from None
+
+    def _unusable(self, request: Request, error: BoundedInputError) -> ImdsBadAnswerError:
+        return ImdsBadAnswerError(
+            f"instance metadata service {self.endpoint}: {request.method} {request.path}: unusable answer ({error})"
+        )
 
     def _timeout(self, request: Request) -> ImdsTimeoutError:
         return ImdsTimeoutError(
@@ -121,7 +160,7 @@ class Imds:
             return None
         if status != 200 or not body:
             return None
-        self._token = body.decode().strip()
+        self._token = self._text(request, body)
         self._token_expires = time.monotonic() + TOKEN_TTL_S - 60
         return self._token
 
@@ -131,7 +170,7 @@ class Imds:
             token = self.token()
             if token is None:
                 return None
-            request = Request("GET", f"/latest/meta-data/{path}", {TOKEN_HEADER: token})
+            request = Request("GET", METADATA_PATH + path, {TOKEN_HEADER: token})
             try:
                 status, body = self._open(request)
             except (OSError, ValueError):
@@ -139,17 +178,18 @@ class Imds:
             if status == 401:  # the token expired early (IMDS restarted): fetch a new one once
                 self._token = None
                 continue
-            return body.decode().strip() if status == 200 else None
+            return self._text(request, body) if status == 200 else None
         return None
 
     def get_json(self, path: str) -> dict[str, Any] | None:
+        """A JSON object at path; None when absent or not an object; ImdsBadAnswerError when not JSON."""
         text = self.get(path)
         if text is None:
             return None
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            return None
+            value = loads_json(text)
+        except BoundedInputError as error:
+            raise self._unusable(Request("GET", METADATA_PATH + path, {}), error) from None
         return value if isinstance(value, dict) else None
 
     def identity(self) -> Ec2Identity | None:

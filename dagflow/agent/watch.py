@@ -4,6 +4,10 @@ drain the node's startd when one appears.
 A rebalance recommendation (the instance is at elevated risk) gets a graceful drain: no new jobs,
 running ones finish. A spot interruption notice (about two minutes left) gets a quick drain: jobs
 are vacated now, so they checkpoint and go back to the queue instead of dying with the instance.
+
+A notice counts as handled only once its drain took: a condor_drain that fails is run again at every
+poll until it succeeds, the notice goes away, or the instance does. An IMDS answer the watcher cannot
+use is logged, and the next poll looks again.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dagflow.agent.imds import Imds, ImdsTimeoutError
+from dagflow.agent.imds import Imds, ImdsError
 
 log = logging.getLogger("dagflow.agent")
 
@@ -65,6 +69,13 @@ class Drainer(Protocol):
     def drain(self, mode: str, reason: str) -> tuple[bool, str]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Notice:
+    key: str  # what identifies this notice among the ones seen
+    mode: str  # the drain pace it asks for
+    reason: str
+
+
 @dataclass
 class Watcher:
     imds: Imds
@@ -75,34 +86,43 @@ class Watcher:
     drained_mode: str | None = None
 
     def poll(self) -> list[str]:
-        """One look at IMDS; drains at most once per notice. Returns what was done (also logged)."""
-        try:
-            return self._poll()
-        except ImdsTimeoutError as error:  # a slow answer this time: look again next poll
-            log.warning("%s", error)
-            return []
-
-    def _poll(self) -> list[str]:
+        """One look at IMDS. A notice is handled once its drain took (or a drain at least as fast had);
+        a drain that failed is tried again at the next poll. Returns what was done (also logged)."""
         actions = []
-        spot = self.imds.spot_notice()
-        if spot is not None and f"spot:{spot.action}:{spot.time}" not in self.handled:
-            self.handled.add(f"spot:{spot.action}:{spot.time}")
-            reason = f"dagflow agent: EC2 spot interruption notice ({spot.action} at {spot.time})"
-            actions.append(self._drain(self.on_interruption, reason))
-        rebalance = self.imds.rebalance_notice()
-        if rebalance is not None and f"rebalance:{rebalance}" not in self.handled:
-            self.handled.add(f"rebalance:{rebalance}")
-            reason = f"dagflow agent: EC2 rebalance recommendation (notice {rebalance})"
-            actions.append(self._drain(self.on_rebalance, reason))
+        for look in (self._spot, self._rebalance):
+            try:  # whatever IMDS answers, the watcher keeps watching: the next poll looks again
+                notice = look()
+            except ImdsError as error:
+                log.warning("%s", error)
+                continue
+            if notice is not None and notice.key not in self.handled:
+                actions.append(self._drain(notice))
         return actions
 
-    def _drain(self, mode: str, reason: str) -> str:
-        if self.drained_mode is not None and DRAIN_MODES.index(mode) <= DRAIN_MODES.index(self.drained_mode):
-            return self._note(f"{reason}: already draining ({self.drained_mode})")
-        ok, what = self.drainer.drain(mode, reason)
+    def _spot(self) -> Notice | None:
+        spot = self.imds.spot_notice()
+        if spot is None:
+            return None
+        reason = f"dagflow agent: EC2 spot interruption notice ({spot.action} at {spot.time})"
+        return Notice(f"spot:{spot.action}:{spot.time}", self.on_interruption, reason)
+
+    def _rebalance(self) -> Notice | None:
+        rebalance = self.imds.rebalance_notice()
+        if rebalance is None:
+            return None
+        reason = f"dagflow agent: EC2 rebalance recommendation (notice {rebalance})"
+        return Notice(f"rebalance:{rebalance}", self.on_rebalance, reason)
+
+    def _drain(self, notice: Notice) -> str:
+        already = self.drained_mode
+        if already is not None and DRAIN_MODES.index(notice.mode) <= DRAIN_MODES.index(already):
+            self.handled.add(notice.key)
+            return self._note(f"{notice.reason}: already draining ({already})")
+        ok, what = self.drainer.drain(notice.mode, notice.reason)
         if ok:
-            self.drained_mode = mode
-        message = f"{reason}: {what}"
+            self.drained_mode = notice.mode
+            self.handled.add(notice.key)
+        message = f"{notice.reason}: {what}" + ("" if ok else "; trying again at the next poll")
         (log.info if ok else log.error)(message)
         return message
 

@@ -102,7 +102,7 @@ def watch_command(
 
     Spot interruption: `condor_drain -quick` (jobs vacate now and go back to the queue).
     Rebalance recommendation: `condor_drain -graceful` (no new jobs; running ones finish).
-    Each notice is acted on once; every action is logged.
+    Each notice is drained once; a drain that fails is tried again at the next poll. Every action is logged.
     """
     from dagflow.agent.imds import Imds
     from dagflow.agent.watch import DRAIN_MODES, CondorDrainer, Watcher

@@ -15,7 +15,10 @@ resources, polling-time, ...) are accepted and ignored.
 
 Refused, with a message naming the file: MATLAB (and MCR, SHELL) experiments, whose main file dagflow
 cannot call, and the spearmint-lite format (a config.json of bare variables, jobs run by hand through
-results.dat), which has no main file to run.
+results.dat), which has no main file to run. A config is read as untrusted input: at most 1 MiB of
+UTF-8, nested at most MAX_DEPTH levels, a main file inside the experiment directory (no absolute path,
+no `..`), an experiment name that can name the search's runs, a variable's size at most MAX_SIZE and
+at most MAX_DIMENSIONS dimensions in all.
 
 config.pb fields read: language, name (the main module, e.g. "branin" for branin.py) and repeated
 `variable { name type size min max options }`. The experiment name is the directory's name.
@@ -23,14 +26,15 @@ config.pb fields read: language, name (the main module, e.g. "branin" for branin
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import ValidationError
 
-from dagflow.errors import Diagnostic, SpecError
+from dagflow.bounded import BoundedInputError, decode_utf8, loads_json, read_bounded
+from dagflow.errors import DagflowError, Diagnostic, SpecError
+from dagflow.run.ids import validate_run_id
 from dagflow.search.space import SearchSpace
 from dagflow.search.spearmint_pb import Located, parse_pb
 from dagflow.spec.model import VariableSpec
@@ -42,6 +46,10 @@ DEFAULT_TASK = "main"
 LIKELIHOODS = ("GAUSSIAN", "NOISELESS")
 TASK_TYPES = ("OBJECTIVE", "CONSTRAINT")
 _VARIABLE_FIELDS = ("type", "size", "min", "max", "options")
+MAX_CONFIG_BYTES = 1024 * 1024
+# Past these the search space is no longer one the optimisers can model (nor its params one argv).
+MAX_SIZE = 1000
+MAX_DIMENSIONS = 1000
 
 
 @dataclass(frozen=True)
@@ -82,11 +90,20 @@ def load_experiment(directory: str | Path) -> SpearmintExperiment:
     for name in CONFIG_FILES:
         path = directory / name
         if path.is_file():
-            text = path.read_text(encoding="utf-8")
+            text = _read_config(path)
             if name == "config.json":
                 return parse_config_json(text, path)
             return parse_config_pb(text, path)
     raise SpecError([Diagnostic(str(directory), 0, 0, "", f"no {' or '.join(CONFIG_FILES)} in this directory")])
+
+
+def _read_config(path: Path) -> str:
+    try:
+        return decode_utf8(read_bounded(path, MAX_CONFIG_BYTES))
+    except BoundedInputError as error:
+        raise SpecError([Diagnostic(str(path), error.line, error.column, "", error.message)]) from None
+    except OSError as error:
+        raise SpecError([Diagnostic(str(path), 0, 0, "", f"cannot read it: {error.strerror}")]) from None
 
 
 # --- the two syntaxes, to one located form ----------------------------------------------------------
@@ -104,9 +121,9 @@ def _locate_json(value: Any, path: tuple[str | int, ...], positions: Positions) 
 def parse_config_json(text: str, path: str | Path) -> SpearmintExperiment:
     filename = str(path)
     try:
-        json.loads(text)  # JSON's own rules first: YAML would accept more than JSON does
-    except json.JSONDecodeError as error:
-        raise SpecError([Diagnostic(filename, error.lineno, error.colno, "", f"invalid JSON: {error.msg}")]) from None
+        loads_json(text)  # JSON's own rules first (YAML would accept more), and its depth bounded
+    except BoundedInputError as error:
+        raise SpecError([Diagnostic(filename, error.line, error.column, "", error.message)]) from None
     data, positions = load_yaml(text.replace("\t", " "), filename)  # same text, with line/column of each value
     if not isinstance(data, dict):
         raise SpecError([Diagnostic(filename, 1, 1, "", "expected a JSON object")])
@@ -209,19 +226,22 @@ class _Builder:
             self.add(fields.get("language"), "language", f"unknown language {language!r}", ", ".join(LANGUAGES))
         main_key = "name" if pb else "main-file"
         main_file = self.string(fields, "main-file", required=False)
-        name = self.string(fields, "experiment-name", required=False) or self.path.resolve().parent.name
+        name = self.name(fields)
         likelihood = self.likelihood(fields, "likelihood")
         variables = self.variables(fields.get("variables"), "variable" if pb else "variables")
         tasks = self.tasks(fields.get("tasks"), likelihood)
-        main_file = self.task_main_file(fields.get("tasks"), main_file)
-        if main_file is None and not any("main-file" in d.path for d in self.diagnostics):
+        main = self.task_main_file(fields.get("tasks"), _MainFile.of(main_file, fields.get("main-file"), main_key))
+        if main is None and not any("main-file" in d.path for d in self.diagnostics):
             self.add(None, main_key, f"{main_key} is required: the file whose main(job_id, params) is run")
-        if self.diagnostics:
-            raise SpecError(self.diagnostics)
-        assert main_file is not None
-        objective = next(task for task in tasks if task.type == "OBJECTIVE")
+        main_file = main.path if main is not None else ""
         if language == "PYTHON" and not main_file.endswith(".py"):
             main_file += ".py"  # Spearmint accepts the module name alone
+        if main is not None and _outside(main_file):
+            message = f"{main_file!r} is outside the experiment directory: name a file inside it, e.g. branin.py"
+            self.add(main.at, main.field, message)
+        if self.diagnostics:
+            raise SpecError(self.diagnostics)
+        objective = next(task for task in tasks if task.type == "OBJECTIVE")
         known = {"language", "main-file", "experiment-name", "likelihood", "variables", "tasks"}
         return SpearmintExperiment(
             directory=self.path.resolve().parent,
@@ -273,7 +293,20 @@ class _Builder:
             return None
         return SpearmintTask(name, value, self.likelihood(fields, f"{where}.likelihood", likelihood))
 
-    def task_main_file(self, item: Located | None, main_file: str | None) -> str | None:
+    def name(self, fields: dict[str, Located]) -> str:
+        """experiment-name, else the directory's name; a name the config gives must be able to name the
+        search and its trial runs (a directory's name is the user's own, and --name can replace it)."""
+        given = fields.get("experiment-name")
+        name = self.string(fields, "experiment-name", required=False)
+        if name is None:
+            return self.path.resolve().parent.name
+        try:
+            validate_run_id(name)
+        except DagflowError as error:
+            self.add(given, "experiment-name", f"{error} (the search and its runs are named after it)")
+        return name
+
+    def task_main_file(self, item: Located | None, main_file: _MainFile | None) -> _MainFile | None:
         """The top-level main-file, or the one the tasks name (HIPS's per-task form); one file for all."""
         if item is None or not isinstance(item.value, dict):
             return main_file
@@ -283,7 +316,8 @@ class _Builder:
                 value = self.string(task.value, "main-file", required=False)
                 if value is not None:
                     named[str(name)] = task.value["main-file"]
-        files = {_module(str(found.value)) for found in named.values()} | ({_module(main_file)} if main_file else set())
+        files = {_module(str(found.value)) for found in named.values()}
+        files |= {_module(main_file.path)} if main_file else set()
         if len(files) > 1:
             first = next(iter(named))
             message = (
@@ -292,7 +326,10 @@ class _Builder:
             )
             self.add(named[first], f"tasks.{first}.main-file", message)
             return None
-        return main_file or (str(next(iter(named.values())).value).strip() if named else None)
+        if main_file is not None or not named:
+            return main_file
+        task, at = next(iter(named.items()))
+        return _MainFile(str(at.value).strip(), at, f"tasks.{task}.main-file")
 
     def variables(self, item: Located | None, label: str) -> dict[str, VariableSpec]:
         if item is None or not isinstance(item.value, dict) or not item.value:
@@ -303,6 +340,13 @@ class _Builder:
             spec = self.variable(str(name), located, label)
             if spec is not None:
                 out[str(name)] = spec
+        dimensions = sum(spec.size * (len(spec.options or ()) if spec.type == "ENUM" else 1) for spec in out.values())
+        if dimensions > MAX_DIMENSIONS:
+            message = (
+                f"{dimensions} dimensions in all (each element of a variable, each option of an ENUM's): "
+                f"dagflow's optimisers take at most {MAX_DIMENSIONS}"
+            )
+            self.add(item, label, message)
         return out
 
     def variable(self, name: str, item: Located, label: str) -> VariableSpec | None:
@@ -330,6 +374,8 @@ class _Builder:
             number = value.value
             if isinstance(number, bool) or not isinstance(number, int | float):
                 self.add(value, f"{where}.{key}", f"{key} must be a number, not {number!r}")
+            elif key == "size" and number > MAX_SIZE:
+                self.add(value, f"{where}.{key}", f"size must be at most {MAX_SIZE}, not {number!r}")
             elif key == "size" and (not float(number).is_integer() or number < 1):
                 self.add(value, f"{where}.{key}", f"size must be a whole number >= 1, not {number!r}")
             else:
@@ -363,7 +409,22 @@ class _Builder:
             return None
 
 
+@dataclass(frozen=True)
+class _MainFile:
+    path: str  # as the config gives it
+    at: Located | None
+    field: str  # where it is given: main-file, name (config.pb) or tasks.<task>.main-file
+
+    @staticmethod
+    def of(path: str | None, at: Located | None, field: str) -> _MainFile | None:
+        return _MainFile(path, at, field) if path is not None else None
+
+
+def _outside(main_file: str) -> bool:
+    """Whether the path leaves the experiment directory (checked on the text: the file need not exist yet)."""
+    path = PurePosixPath(main_file)
+    return path.is_absolute() or ".." in path.parts
+
 
 def _module(main_file: str) -> str:
     return main_file.strip().removesuffix(".py")
-

@@ -7,6 +7,8 @@
 
 Only what these files use is supported: `field: scalar` and `field { ... }`, '#' comments, and
 double- or single-quoted strings with backslash escapes. Every value keeps its line and column.
+Messages nest at most MAX_DEPTH levels (the document itself is the first): the parser recurses once
+per level.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from dagflow.bounded import MAX_DEPTH
 from dagflow.errors import Diagnostic, SpecError
 
 _TOKEN = re.compile(
@@ -74,6 +77,7 @@ class _Parser:
         self.tokens = tokens
         self.filename = filename
         self.index = 0
+        self.depth = 1  # the document is a message too
 
     def error(self, token: Token | None, message: str) -> SpecError:
         if token is None:
@@ -129,7 +133,12 @@ class _Parser:
                     raise self.error(scalar, f"expected a value for {name.text!r}")
                 return Located(self.scalar(scalar), scalar.line, scalar.column)
         if token is not None and token.kind == "punct" and token.text == "{":
-            return Located(self.message(closing=True), token.line, token.column)
+            if self.depth == MAX_DEPTH:
+                raise self.error(token, f"nested deeper than {MAX_DEPTH} levels")
+            self.depth += 1
+            fields = self.message(closing=True)
+            self.depth -= 1
+            return Located(fields, token.line, token.column)
         raise self.error(token, f"expected ':' or '{{' after {name.text!r}")
 
     @staticmethod

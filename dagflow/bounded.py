@@ -1,0 +1,81 @@
+"""Reading input nobody vetted (a service's answer, a file someone else wrote) within limits.
+
+At most `max_bytes` are read, the text must be UTF-8, and JSON may nest at most `max_depth` levels
+(Python's json module recurses once per level: a deep enough document raises RecursionError). Every
+problem is a BoundedInputError carrying the line and column it was found at, for the caller to put
+in its own message beside the file's or the service's name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+MAX_DEPTH = 32  # levels of nesting; far above what the files and answers dagflow reads use (a handful)
+
+# A JSON string (skipped whole: brackets inside it do not nest), or a bracket. The string pattern is
+# the unrolled loop, linear even on an unterminated string.
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+
+
+class BoundedInputError(Exception):
+    def __init__(self, message: str, line: int = 0, column: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line  # 1-based; 0 when it is about the whole input
+        self.column = column
+
+
+def read_bounded(path: Path, max_bytes: int) -> bytes:
+    """The file's bytes; BoundedInputError when it holds more than max_bytes (OSError as open raises it)."""
+    with Path(path).open("rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise BoundedInputError(f"larger than {_size(max_bytes)} (the limit for this file)")
+    return data
+
+
+def decode_utf8(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line, column = _position(data, error.start)
+        raise BoundedInputError(f"not UTF-8 text (byte 0x{data[error.start]:02x})", line, column) from None
+
+
+def check_json_depth(text: str, max_depth: int = MAX_DEPTH) -> None:
+    """BoundedInputError at the first bracket that opens level max_depth + 1."""
+    depth = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > max_depth:
+                line, column = _position(text, match.start())
+                raise BoundedInputError(f"nested deeper than {max_depth} levels", line, column)
+        elif token in "]}":
+            depth -= 1
+
+
+def loads_json(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
+    """json.loads for untrusted text: UTF-8 and depth checked first; every failure a BoundedInputError."""
+    text = decode_utf8(data) if isinstance(data, bytes) else data
+    check_json_depth(text, max_depth)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise BoundedInputError(f"invalid JSON: {error.msg}", error.lineno, error.colno) from None
+    except ValueError as error:  # e.g. an integer of more digits than int() converts
+        raise BoundedInputError(f"invalid JSON: {error}") from None
+
+
+def _position(text: str | bytes, index: int) -> tuple[int, int]:
+    newline = "\n" if isinstance(text, str) else b"\n"
+    line = text.count(newline, 0, index) + 1  # type: ignore[arg-type]
+    return line, index - (text.rfind(newline, 0, index) + 1) + 1  # type: ignore[arg-type]
+
+
+def _size(count: int) -> str:
+    return f"{count // 1024} KiB" if count < 1024 * 1024 else f"{count // (1024 * 1024)} MiB"
