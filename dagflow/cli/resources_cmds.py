@@ -41,7 +41,7 @@ def suggest_command(
     table shows the evidence: runs, samples, the percentile, the maximum and the failures. Exit code 1
     when there is no history to learn from.
     """
-    from dagflow.resources.history import default_runs_dirs, pipeline_history
+    from dagflow.resources.history import default_runs_dirs, pipeline_history, skipped_warnings
     from dagflow.resources.suggest import PERCENTILE, suggest
     from dagflow.spec import load_spec
 
@@ -51,6 +51,9 @@ def suggest_command(
         fail(error)
     dirs = list(runs_dirs) if runs_dirs else default_runs_dirs(pipeline)
     history = pipeline_history(spec.model.name, dirs)
+    skipped = skipped_warnings(history)
+    for warning in skipped:
+        print(f"warning: {warning}", file=typer.get_text_stream("stderr"))
     growth = {name: step.resources.memory_growth for name, step in spec.model.steps.items()}
     learned = {step: fields for step, fields in suggest(history, growth).items() if step in spec.model.steps}
     if not learned:
@@ -61,13 +64,13 @@ def suggest_command(
         )
         if as_json:
             print(json.dumps({"pipeline": spec.model.name, "runs": len(history), "percentile": PERCENTILE,
-                              "steps": {}, "message": message}))
+                              "steps": {}, "skipped": skipped, "message": message}))
         else:
             print(message, file=typer.get_text_stream("stderr"))
         raise typer.Exit(EXIT_NO_HISTORY)
     current = {name: _current(step) for name, step in spec.model.steps.items()}
     if as_json:
-        print(json.dumps(_as_json(spec.model.name, len(history), learned, current), indent=2))
+        print(json.dumps({**_as_json(spec.model.name, len(history), learned, current), "skipped": skipped}, indent=2))
         return
     _print_table(spec.model.name, len(history), learned, current)
 

@@ -13,6 +13,7 @@ import json
 import time
 from dataclasses import dataclass
 
+from dagflow.bounded import BoundedInputError, loads_json
 from dagflow.promote.decide import (
     FAILED,
     PROMOTED,
@@ -51,8 +52,8 @@ def parse_pointer(raw: bytes | None, url: str) -> dict | None:
     if raw is None:
         return None
     try:
-        data = json.loads(raw)
-    except ValueError:
+        data = loads_json(raw)
+    except BoundedInputError:
         data = None
     if not isinstance(data, dict):
         raise PromotionInputError(f"the current pointer {url} is not a dagflow pointer (a JSON object)")

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dagflow.bounded import BoundedInputError, loads_json
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.plan.model import PROMOTE_SUFFIX
@@ -37,8 +38,8 @@ def write_verdict(run_dir: Path, verdict: Verdict) -> Path:
 
 def read_verdict(run_dir: Path, node: str) -> dict[str, Any] | None:
     try:
-        data = json.loads((run_dir / PROMOTIONS_DIR / f"{node}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = loads_json((run_dir / PROMOTIONS_DIR / f"{node}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, BoundedInputError):
         return None
     return data if isinstance(data, dict) else None
 

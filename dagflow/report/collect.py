@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dagflow.bounded import BoundedInputError, loads_json
 from dagflow.plan import Plan
 from dagflow.run.journal import NodeRecord
 from dagflow.run.layout import SEARCH_TRIAL_FILE, RunLayout
@@ -87,7 +88,7 @@ def read_metrics(plan: Plan) -> tuple[dict[str, dict[str, Any]], int]:
             path = workdir / path
         try:
             data = last_object(path.read_text(encoding="utf-8", errors="replace"))
-        except (OSError, ValueError):
+        except (OSError, BoundedInputError):
             continue
         if isinstance(data, dict):
             found[node.name] = data
@@ -96,11 +97,9 @@ def read_metrics(plan: Plan) -> tuple[dict[str, dict[str, Any]], int]:
 
 def search_of_run(layout: RunLayout, db: Path) -> dict[str, Any] | None:
     """The summary of the search a trial run belongs to, when its trial.json and the database say so."""
-    import json
-
     try:
-        owner = json.loads((layout.run_dir / SEARCH_TRIAL_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        owner = loads_json((layout.run_dir / SEARCH_TRIAL_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, BoundedInputError):
         return None
     if not isinstance(owner, dict) or not isinstance(owner.get("search"), str):
         return None

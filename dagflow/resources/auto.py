@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from dagflow.errors import Diagnostic
 from dagflow.plan.model import Resources, StepInfo
-from dagflow.resources.history import default_runs_dirs, pipeline_history
+from dagflow.resources.history import default_runs_dirs, pipeline_history, skipped_warnings
 from dagflow.resources.suggest import Suggestion, suggest
 from dagflow.spec.load import Spec
 from dagflow.spec.model import AUTO, StepSpec
@@ -20,7 +20,7 @@ from dagflow.spec.yamlpos import dotted
 
 _DEFAULTS = Resources()
 _FALLBACK = {"cpus": _DEFAULTS.cpus, "memory": _DEFAULTS.memory_mb, "gpu_memory": None, "timeout": None}
-_warned: set[tuple[str, str, str]] = set()
+_warned: set[str] = set()  # warnings given: each once per process
 
 
 def auto_fields(step: StepSpec) -> list[str]:
@@ -40,6 +40,8 @@ class AutoResources:
             model = self.spec.model
             history = pipeline_history(model.name, default_runs_dirs(self.spec.file))
             self._runs = len(history)
+            for warning in skipped_warnings(history):
+                self._warn_once(warning)
             growth = {name: step.resources.memory_growth for name, step in model.steps.items()}
             self._suggestions = suggest(history, growth)
         return self._suggestions
@@ -57,7 +59,8 @@ class AutoResources:
             if suggestion is None or suggestion.value is None:
                 values[field] = _FALLBACK[field]
                 shown = "none" if _FALLBACK[field] is None else _shown(field, _FALLBACK[field])
-                notes[field] = f"auto: no usage recorded for step {name} in {self._runs} past run(s); default {shown}"
+                why = "no usage recorded" if suggestion is None else suggestion.why
+                notes[field] = f"auto: {why} for step {name} in {self._runs} past run(s); default {shown}"
                 self._warn(name, field, notes[field])
                 continue
             value = suggestion.value
@@ -85,14 +88,16 @@ class AutoResources:
         return replace(info, resources=resources, timeout_s=timeout, resource_notes=notes)
 
     def _warn(self, step: str, field: str, message: str) -> None:
-        key = (str(self.spec.file), step, field)
-        if key in _warned:
-            return
-        _warned.add(key)
         path = ("steps", step, "timeout") if field == "timeout" else ("steps", step, "resources", field)
         line, column = self.spec.positions.of(path)
         where = Diagnostic(self.spec.filename or str(self.spec.file), line, column, dotted(path), message)
-        print(f"warning: {where.render()}", file=sys.stderr)
+        self._warn_once(where.render())
+
+    @staticmethod
+    def _warn_once(message: str) -> None:
+        if message not in _warned:
+            _warned.add(message)
+            print(f"warning: {message}", file=sys.stderr)
 
 
 def _stricter(learned: int | None, placement: int | None) -> int | None:

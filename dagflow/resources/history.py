@@ -5,6 +5,8 @@ directory (where `dagflow run` puts them by default) and of the pipeline file's 
 given. A run belongs to the pipeline when its plan names it; a run id of the default form
 `<pipeline>-YYYYmmdd-HHMMSS-xxxx` says so without reading plan.json (which can be large). Only the
 newest MAX_RUNS runs with usage records are read, so planning stays fast however long the history.
+Records are untrusted: lines that are not sane records are skipped (dagflow/run/usage.py), and each
+run keeps which, so that every reader of history can report them (`skipped_warnings`).
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dagflow.run.layout import DEFAULT_RUNS_DIR
-from dagflow.run.usage import USAGE_FILE, NodeUsage, read_usage
+from dagflow.run.usage import USAGE_FILE, NodeUsage, read_usage_checked
 
 MAX_RUNS = 50
+MAX_WARNINGS = 10  # skipped records named one by one; the rest are counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +30,7 @@ class RunUsage:
     run_id: str
     run_dir: Path
     records: list[NodeUsage]
+    skipped: list[tuple[int, str]] = field(default_factory=list)  # (line of usage.jsonl, why) of insane lines
 
 
 def default_runs_dirs(pipeline_file: Path) -> list[Path]:
@@ -57,9 +61,9 @@ def pipeline_history(pipeline: str, runs_dirs: Iterable[Path], limit: int = MAX_
             break
         if not (default_id.fullmatch(run_dir.name) or _plan_pipeline(run_dir) == pipeline):
             continue
-        records = read_usage(run_dir)
-        if records:
-            history.append(RunUsage(run_dir.name, run_dir, records))
+        records, skipped = read_usage_checked(run_dir)
+        if records or skipped:
+            history.append(RunUsage(run_dir.name, run_dir, records, skipped))
     history.reverse()
     return history
 
@@ -96,3 +100,13 @@ def records_by_step(history: Sequence[RunUsage]) -> dict[str, list[tuple[str, No
         for record in run.records:
             steps.setdefault(record.step, []).append((run.run_id, record))
     return steps
+
+
+def skipped_warnings(history: Sequence[RunUsage]) -> list[str]:
+    """A line per usage record the history skipped, `<run>/usage.jsonl:<line>: <why>; record skipped`, the
+    first MAX_WARNINGS of them, then one line counting the rest."""
+    lines = [f"{run.run_dir / USAGE_FILE}:{line}: {why}; record skipped"
+             for run in history for line, why in run.skipped]  # fmt: skip
+    if len(lines) <= MAX_WARNINGS:
+        return lines
+    return [*lines[:MAX_WARNINGS], f"{len(lines) - MAX_WARNINGS} more usage record(s) skipped"]

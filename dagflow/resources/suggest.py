@@ -14,6 +14,11 @@ Never below what failed for lack of it: an attempt recorded with reason "oom" (o
 (its peak or its request, whichever is higher) means at least X x the step's memory_growth (default 2);
 one that timed out after T seconds means at least 2 T. Only attempts that ended on their own (no
 reason recorded) are samples; killed, evicted or held attempts say nothing about what a whole run needs.
+
+Records come from execute hosts and are untrusted: insane ones never get here (dagflow/run/usage.py),
+and no sane one decides a request alone. A field is learned only from at least MIN_RECORDS records
+(samples and failures together), and the highest of them counts for at most OUTLIER_FACTOR times the
+next-highest, so one record claiming 60 GB beside others near 1 GB asks for at most 10 GB (+ margin).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ DEFAULT_GROWTH = 2.0
 TIMEOUT_GROWTH = 2.0
 GPU_UNUSED_PCT = 1.0
 FIELDS = ("cpus", "memory", "gpus", "gpu_memory", "timeout")
+MIN_RECORDS = 2
+OUTLIER_FACTOR = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,32 +139,58 @@ def _samples(
     return values, len(runs)
 
 
-def _evidence(values: list[float], runs: int, failures: int = 0, floor: float | None = None) -> Evidence:
+def _evidence(
+    values: list[float], runs: int, failures: int = 0, floor: float | None = None, raw: list[float] | None = None
+) -> Evidence:
+    """values: the samples as counted (capped); raw: as recorded, for the maximum shown."""
+    shown = values if raw is None else raw
     return Evidence(
         runs=runs,
         samples=len(values),
         percentile=percentile(values) if values else None,
-        max=max(values) if values else None,
+        max=max(shown) if shown else None,
         failures=failures,
         floor=floor,
     )
 
 
+def _limit(values: list[float]) -> float | None:
+    """The most any one record may count for: OUTLIER_FACTOR x the next-highest; None with fewer than
+    MIN_RECORDS records (one record alone decides nothing)."""
+    if len(values) < MIN_RECORDS:
+        return None
+    return sorted(values)[-2] * OUTLIER_FACTOR
+
+
+def _capped(values: list[float], limit: float | None) -> list[float]:
+    return values if limit is None else [min(value, limit) for value in values]
+
+
+def _too_few(records: list[float], none: str) -> str:
+    return f"{len(records)} record(s), at least {MIN_RECORDS} needed" if records else none
+
+
+def _cap_note(records: list[float], limit: float | None, unit: str, digits: int = 0) -> str:
+    if limit is None or max(records, default=0.0) <= limit:
+        return ""
+    return f"; highest record counted as {limit:.{digits}f}{unit} ({OUTLIER_FACTOR:g}x the next)"
+
+
 def _memory(finished: list[tuple[str, NodeUsage]], ooms: list[NodeUsage], growth: float) -> Suggestion:
-    values, runs = _samples(finished, lambda r: r.peak_memory_mb)
-    floor = None
-    if ooms:
-        hit = max(max(r.peak_memory_mb or 0.0, r.requested.get("memory_mb", 0.0)) for r in ooms)
-        floor = hit * growth
-    evidence = _evidence(values, runs, len(ooms), floor)
-    if evidence.percentile is None and floor is None:
-        return Suggestion("memory", None, "MB", evidence, "no peak memory recorded")
+    raw, runs = _samples(finished, lambda r: r.peak_memory_mb)
+    hits = [max(r.peak_memory_mb or 0.0, r.requested.get("memory_mb", 0.0)) for r in ooms]
+    limit = _limit(raw + hits)
+    values, hits = _capped(raw, limit), _capped(hits, limit)
+    floor = max(hits) * growth if hits else None
+    evidence = _evidence(values, runs, len(ooms), floor, raw)
+    if limit is None:
+        return Suggestion("memory", None, "MB", evidence, _too_few(raw + hits, "no peak memory recorded"))
     wanted = (evidence.percentile or 0.0) * MEMORY_MARGIN
     why = f"p{PERCENTILE:g} {evidence.percentile:.0f} MB + {MEMORY_MARGIN - 1:.0%}" if values else ""
     if floor is not None and floor > wanted:
         wanted = floor
         why = f"{len(ooms)} attempt(s) ran out of memory: at least {floor:.0f} MB (x{growth:g})"
-    return Suggestion("memory", round_memory_mb(wanted), "MB", evidence, why)
+    return Suggestion("memory", round_memory_mb(wanted), "MB", evidence, why + _cap_note(raw + hits, limit, " MB"))
 
 
 def _cpus(finished: list[tuple[str, NodeUsage]]) -> Suggestion:
@@ -166,21 +199,24 @@ def _cpus(finished: list[tuple[str, NodeUsage]]) -> Suggestion:
             return None
         return record.cpu_s / record.wall_s
 
-    values, runs = _samples(finished, busy)
-    evidence = _evidence(values, runs)
-    if evidence.percentile is None:
-        return Suggestion("cpus", None, "", evidence, "no CPU time recorded")
+    raw, runs = _samples(finished, busy)
+    limit = _limit(raw)
+    evidence = _evidence(_capped(raw, limit), runs, raw=raw)
+    if limit is None or evidence.percentile is None:
+        return Suggestion("cpus", None, "", evidence, _too_few(raw, "no CPU time recorded"))
     cores = max(1, math.ceil(evidence.percentile - CPU_NOISE))
-    return Suggestion("cpus", cores, "", evidence, f"p{PERCENTILE:g} {evidence.percentile:.2f} cores busy")
+    why = f"p{PERCENTILE:g} {evidence.percentile:.2f} cores busy" + _cap_note(raw, limit, " cores", 2)
+    return Suggestion("cpus", cores, "", evidence, why)
 
 
 def _gpu_memory(finished: list[tuple[str, NodeUsage]]) -> Suggestion:
-    values, runs = _samples(finished, lambda r: r.gpu_memory_peak_mb)
-    evidence = _evidence(values, runs)
-    if evidence.percentile is None:
-        return Suggestion("gpu_memory", None, "MB", evidence, "no GPU memory recorded")
+    raw, runs = _samples(finished, lambda r: r.gpu_memory_peak_mb)
+    limit = _limit(raw)
+    evidence = _evidence(_capped(raw, limit), runs, raw=raw)
+    if limit is None or evidence.percentile is None:
+        return Suggestion("gpu_memory", None, "MB", evidence, _too_few(raw, "no GPU memory recorded"))
     value = round_memory_mb(evidence.percentile * GPU_MEMORY_MARGIN)
-    why = f"p{PERCENTILE:g} {evidence.percentile:.0f} MB + {GPU_MEMORY_MARGIN - 1:.0%}"
+    why = f"p{PERCENTILE:g} {evidence.percentile:.0f} MB + {GPU_MEMORY_MARGIN - 1:.0%}" + _cap_note(raw, limit, " MB")
     return Suggestion("gpu_memory", value, "MB", evidence, why)
 
 
@@ -195,15 +231,18 @@ def _gpus(gpu_entries: list[tuple[str, NodeUsage]]) -> Suggestion:
 
 
 def _timeout(finished: list[tuple[str, NodeUsage]], timeouts: list[NodeUsage]) -> Suggestion:
-    values, runs = _samples(finished, lambda r: r.wall_s)
-    floor = max((r.wall_s or 0.0) for r in timeouts) * TIMEOUT_GROWTH if timeouts else None
-    evidence = _evidence(values, runs, len(timeouts), floor)
-    if evidence.percentile is None and floor is None:
-        return Suggestion("timeout", None, "s", evidence, "no wall time recorded")
+    raw, runs = _samples(finished, lambda r: r.wall_s)
+    hits = [r.wall_s or 0.0 for r in timeouts]
+    limit = _limit(raw + hits)
+    values, hits = _capped(raw, limit), _capped(hits, limit)
+    floor = max(hits) * TIMEOUT_GROWTH if hits else None
+    evidence = _evidence(values, runs, len(timeouts), floor, raw)
+    if limit is None:
+        return Suggestion("timeout", None, "s", evidence, _too_few(raw + hits, "no wall time recorded"))
     p = evidence.percentile or 0.0
     wanted = max(p * TIME_MARGIN, p + TIME_MIN_EXTRA_S) if values else 0.0
     why = f"p{PERCENTILE:g} {p:.0f} s x{TIME_MARGIN:g}" if values else ""
     if floor is not None and floor > wanted:
         wanted = floor
         why = f"{len(timeouts)} attempt(s) timed out: at least {floor:.0f} s"
-    return Suggestion("timeout", round_duration_s(wanted), "s", evidence, why)
+    return Suggestion("timeout", round_duration_s(wanted), "s", evidence, why + _cap_note(raw + hits, limit, " s"))

@@ -14,6 +14,7 @@ from rich.text import Text
 from dagflow.run.journal import CACHED, SUCCEEDED
 from dagflow.run.status import RUN_RUNNING, RUN_STOPPED, RunStatus
 from dagflow.run.usage import NodeUsage
+from dagflow.text import inert
 
 _STYLES = {
     "succeeded": "green",
@@ -47,14 +48,14 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
     )
     reason = status.extra.get("dagman_reason")
     if reason:  # why DAGMan stopped, when it did so before (or instead of) running nodes
-        console.print(Text.assemble(("DAGMan: ", "bold red"), (str(reason), "red")))
+        console.print(Text.assemble(("DAGMan: ", "bold red"), (inert(str(reason)), "red")))
     summary = Text()
     for state, count in counts.items():
         summary.append(f"{state.replace('_', '-')} {count}  ", style=_STYLES.get(state, ""))
     summary.append(f"(total {len(states)})")
     console.print(summary)
     for note in status.notes:
-        console.print(Text(note, style="dim"))
+        console.print(Text(inert(note), style="dim"))
     _print_progress(status, states, console)
 
     show_every = show_all or len(states) <= SMALL_RUN
@@ -78,7 +79,7 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
             "" if record.rc is None else str(record.rc),
             "" if duration is None else f"{duration:.1f}s",
             *used,
-            record.why or "",
+            inert(record.why or ""),
         )
     if table.row_count:
         console.print(table)
@@ -89,7 +90,7 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
     for name, tail in list(status.failed_stderr(states).items())[:STDERR_SHOWN]:
         console.print(Text(f"stderr of {name} (last {len(tail)} lines):", style="bold red"))
         for line in tail:
-            console.print(Text("  " + line))
+            console.print(Text("  " + inert(line)))
     if status.state == RUN_STOPPED or (status.state not in (RUN_RUNNING, "succeeded") and status.journal.runners):
         hint = status.resume_hint or f"dagflow run --resume {status.run_id}"
         console.print(f"resume with: {hint}{runs_dir_hint}")

@@ -22,6 +22,11 @@ Attempts an engine may observe more than once (HTCondor's event log is read by e
 `key`, the engine's id of that attempt (the condor cluster id): the reader keeps only the first record
 of a (node, key), and `record_usage_once` does not append one whose (node, key) is already there.
 
+Records are untrusted (execute hosts write them): a line whose numbers are not a sane measurement (NaN
+or an infinity, a negative amount, a wall time past a year, memory past MAX_MEMORY_MB, more than
+MAX_CORES cores busy on average) is not a record; `read_usage_checked` says which lines were skipped
+and why.
+
 Optional fields may be added later (with a default, read as that default from older files); none is
 ever renamed. Unknown fields in a line are ignored, so older readers read newer files.
 """
@@ -37,6 +42,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dagflow.bounded import BoundedInputError, loads_json
+
 if TYPE_CHECKING:
     from dagflow.plan import Resources
 
@@ -48,6 +55,17 @@ REASON_TIMEOUT = "timeout"
 REASON_EVICTED = "evicted"
 REASON_KILLED = "killed"
 HELD_PREFIX = "held: "
+
+# What a sane record can hold: every number is finite and at least 0, and at most these.
+MAX_SECONDS = 366 * 86400  # one attempt's wall time
+MAX_CORES = 4096  # cores busy on average (cpu_s / wall_s), and cpus or gpus asked for
+MAX_MEMORY_MB = 2**26  # 64 TiB, more than any one machine has
+MAX_UNIX_TIME = 2**33  # the year 2242
+_LIMITS = {
+    "started": MAX_UNIX_TIME, "ended": MAX_UNIX_TIME, "wall_s": MAX_SECONDS, "cpu_s": MAX_SECONDS * MAX_CORES,
+    "peak_memory_mb": MAX_MEMORY_MB, "gpu_memory_peak_mb": MAX_MEMORY_MB, "gpu_utilization_pct": 100,
+}  # fmt: skip
+_REQUEST_LIMITS = {"cpus": MAX_CORES, "gpus": MAX_CORES, "memory_mb": MAX_MEMORY_MB, "gpu_memory_mb": MAX_MEMORY_MB}
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,19 +147,23 @@ def decode_usage(obj: Any) -> NodeUsage:
                 raise ValueError(f"{name} is not a positive integer")
         elif kind is _NUMBER_DICT:
             value = _number_dict(name, value, allow_str=False)
+            if name == "requested":
+                for key, item in value.items():
+                    _sane(f"requested[{key!r}]", item, _REQUEST_LIMITS.get(key, math.inf))
         elif kind is _EXTRA_DICT:
             value = _number_dict(name, value, allow_str=True)
         elif value is not None:
             if kind is float:
                 if not _is_number(value):
                     raise ValueError(f"{name} is not a number")
-                value = float(value)
+                value = _sane(name, float(value), _LIMITS[name])
             elif kind is int:
                 if not isinstance(value, int) or isinstance(value, bool):
                     raise ValueError(f"{name} is not an integer")
             elif not isinstance(value, str):
                 raise ValueError(f"{name} is not a string")
         values[name] = value
+    _sane_cores(values["cpu_s"], values["wall_s"])
     return NodeUsage(**values)
 
 
@@ -169,7 +191,7 @@ def record_usages_once(run_dir: Path, usages: Iterable[NodeUsage]) -> int:
     fd = os.open(usage_path(run_dir), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        seen = {(r.node, r.key) for r in _parse(_read_all(fd)) if r.key is not None}
+        seen = {(r.node, r.key) for r in _parse(_read_all(fd))[0] if r.key is not None}
         fresh = []
         for usage in usages:
             ident = (usage.node, usage.key or "")
@@ -185,11 +207,16 @@ def record_usages_once(run_dir: Path, usages: Iterable[NodeUsage]) -> int:
 
 def read_usage(run_dir: Path) -> list[NodeUsage]:
     """All attempts' records, in file order; a missing file is no records. Lines that are not a
-    well-formed record (a torn tail) are skipped; a repeated (node, key) keeps its first record."""
+    well-formed, sane record (a torn tail) are skipped; a repeated (node, key) keeps its first record."""
+    return read_usage_checked(run_dir)[0]
+
+
+def read_usage_checked(run_dir: Path) -> tuple[list[NodeUsage], list[tuple[int, str]]]:
+    """read_usage's records, and (line number, why) of each line it skipped as not a record."""
     try:
         data = usage_path(run_dir).read_bytes()
     except FileNotFoundError:
-        return []
+        return [], []
     return _parse(data)
 
 
@@ -203,15 +230,22 @@ def latest_by_node(records: Iterable[NodeUsage]) -> dict[str, NodeUsage]:
     return latest
 
 
-def _parse(data: bytes) -> list[NodeUsage]:
+def _parse(data: bytes) -> tuple[list[NodeUsage], list[tuple[int, str]]]:
     records: list[NodeUsage] = []
+    skipped: list[tuple[int, str]] = []
     seen_keys: set[tuple[str, str]] = set()
-    for line in data.split(b"\n"):
+    for number, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
         try:
-            record = decode_usage(json.loads(line))
-        except ValueError:
+            parsed = loads_json(line)
+        except BoundedInputError as error:
+            skipped.append((number, str(error)))
+            continue
+        try:
+            record = decode_usage(parsed)
+        except ValueError as error:
+            skipped.append((number, str(error)))
             continue
         if record.key is not None:
             ident = (record.node, record.key)
@@ -219,7 +253,7 @@ def _parse(data: bytes) -> list[NodeUsage]:
                 continue
             seen_keys.add(ident)
         records.append(record)
-    return records
+    return records, skipped
 
 
 def _append(path: Path, data: bytes) -> None:
@@ -291,6 +325,8 @@ def _number_dict(name: str, value: Any, allow_str: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, item in value.items():
         if _is_number(item):
+            if not math.isfinite(item):
+                raise ValueError(f"{name}[{key!r}] is {item:g}, not a finite number")
             out[key] = float(item) if isinstance(item, float) else item
         elif allow_str and isinstance(item, str):
             out[key] = item
@@ -299,6 +335,21 @@ def _number_dict(name: str, value: Any, allow_str: bool) -> dict[str, Any]:
         else:
             raise ValueError(f"{name}[{key!r}] is not a number")
     return out
+
+
+def _sane(name: str, value: float, high: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"{name} is {value:g}, not a finite number")
+    if not 0 <= value <= high:
+        raise ValueError(f"{name} is {value:g}, out of range (0 to {high:.0f})")
+    return value
+
+
+def _sane_cores(cpu_s: float | None, wall_s: float | None) -> None:
+    """CPU time no machine could spend in the wall time (a tiny wall time beside a large CPU time)."""
+    if cpu_s is not None and wall_s and cpu_s > wall_s * MAX_CORES:
+        cores = cpu_s / wall_s
+        raise ValueError(f"cpu_s {cpu_s:g} in wall_s {wall_s:g} is {cores:.0f} cores busy (at most {MAX_CORES})")
 
 
 def _finite(value: Any) -> Any:

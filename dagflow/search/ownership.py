@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dagflow.bounded import BoundedInputError, loads_json
 from dagflow.files import write_atomic
 from dagflow.run.layout import LATEST_FILE, SEARCH_TRIAL_FILE
 from dagflow.search.store import Trial, trial_run_id
@@ -57,8 +58,8 @@ def _canonical(value: Mapping[str, Any]) -> str:
 def owns(run_dir: Path, expected: Mapping[str, Any]) -> bool:
     """Whether run_dir records exactly this trial (a missing or damaged trial.json proves nothing)."""
     try:
-        recorded = json.loads((run_dir / TRIAL_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        recorded = loads_json((run_dir / TRIAL_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, BoundedInputError):
         return False
     return isinstance(recorded, dict) and _canonical(recorded) == _canonical(expected)
 

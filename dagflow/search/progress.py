@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dagflow.bounded import BoundedInputError, loads_json
+
 Curve = dict[int, float]  # step -> metric value
 
 
@@ -44,19 +46,19 @@ def report(path: str | os.PathLike[str], step: int, **metrics: float) -> None:
 def last_object(text: str) -> Any:
     """The metrics file's result: the whole text as one JSON document, or else its last JSON line."""
     try:
-        return json.loads(text)
-    except ValueError:
+        return loads_json(text)
+    except BoundedInputError:
         lines = [line for line in text.splitlines() if line.strip()]
         if len(lines) < 2:
             raise
-        return json.loads(lines[-1])
+        return loads_json(lines[-1])
 
 
 def progress_point(line: str, metric: str) -> tuple[int, float] | None:
     """(step, value) of one progress line; None for a line without an integer step and a finite metric."""
     try:
-        data = json.loads(line)
-    except ValueError:
+        data = loads_json(line)
+    except BoundedInputError:
         return None
     if not isinstance(data, dict):
         return None

@@ -11,6 +11,7 @@ from typing import Any
 from dagflow.files import write_atomic
 from dagflow.search.scheduler import params_text
 from dagflow.search.store import CANCELLED, COUNTED, FAILED, IN_FLIGHT, SUCCEEDED, SearchRecord, Trial, best_trial
+from dagflow.text import inert
 
 
 def summarise(record: SearchRecord, trials: list[Trial]) -> dict[str, Any]:
@@ -108,7 +109,7 @@ def render_table(summary: dict[str, Any]) -> str:
     failed = [trial for trial in summary["trials"] if trial["state"] == FAILED and trial["error"]]
     for trial in failed[-5:]:
         region = f" {trial['region']}" if trial["region"] else ""
-        lines.append(f"  t{trial['trial']}{region} failed: {trial['error'].splitlines()[0]}")
+        lines.append(f"  t{trial['trial']}{region} failed: {inert(trial['error'].splitlines()[0])}")
     return "\n".join(lines)
 
 

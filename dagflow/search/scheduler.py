@@ -35,13 +35,15 @@ Crash safety (kill -9 at any moment, then run the same command again):
   stopping on restart is cancelled again (harmless when its run is gone) and recorded stopped, so it
   is never restarted and counted once. Its last value is given to the optimiser as its result.
 Only one scheduler may work on a search at a time (an flock beside the database, released by the
-kernel when the process dies however it dies).
+kernel when the process dies however it dies). The lock file is named after the database's real path,
+so a symlink to the database, or to a directory above it, leads to the same lock.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fcntl
+import json
 import os
 import secrets
 import signal
@@ -90,11 +92,13 @@ from dagflow.search.store import (
     SUBMITTING,
     SearchRecord,
     SearchStore,
+    SearchStoreError,
     Trial,
     best_trial,
 )
 from dagflow.search.store import SUCCEEDED as TRIAL_SUCCEEDED
 from dagflow.search.trials import TrialError, TrialSource, config_of, fingerprint
+from dagflow.text import inert
 
 EXIT_DONE = 0
 EXIT_NO_RESULT = 1  # some region's search ended without one successful (and feasible) trial
@@ -141,13 +145,21 @@ def params_text(params: Mapping[str, Any]) -> str:
 
 
 def say_line(text: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
+    print(f"{time.strftime('%H:%M:%S')} {inert(text)}", flush=True)  # a trial's error can quote its files
+
+
+def search_lock_path(db: Path, name: str) -> Path:
+    real = Path(os.path.realpath(db))  # the file itself, whichever path reached it
+    return real.with_name(f"{real.name}.{name}.lock")
 
 
 @contextmanager
 def search_lock(db: Path, name: str) -> Iterator[None]:
-    path = db.with_name(f"{db.name}.{name}.lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    path = search_lock_path(db, name)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise SearchStoreError(f"{path}: cannot create the lock file ({error.strerror})") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -186,6 +198,7 @@ class Scheduler:
         self._uid = ""
         self._failures: list[tuple[str, str]] = []  # (trial label, error) of the failures in a row, latest last
         self._stopper = self._early_stopper()
+        self._checked: set[tuple[str, int]] = set()  # (region, number) of trials whose params fit the space
         self._stop_pause_s = float(os.environ.get(STOP_PAUSE_ENV) or 0)
 
     # -- the loop ------------------------------------------------------------------------------------
@@ -263,7 +276,7 @@ class Scheduler:
     def _header(self, record: SearchRecord) -> None:
         regions = [region for region in self.source.regions if region]
         per = f" per region ({', '.join(regions)})" if regions else ""
-        done = sum(1 for trial in self.store.trials(self.name) if trial.state in COUNTED)
+        done = sum(1 for trial in self._trials() if trial.state in COUNTED)
         self.say(
             f"search {self.name}: {self.source.goal} {self.source.metric}, budget {self.budget}{per}, "
             f"parallel {self.parallel}{' (synchronous batches)' if self.batch else ''}, "
@@ -271,11 +284,36 @@ class Scheduler:
             f"seed {record.seed}; {done} trial(s) recorded in {self.store.path}"
         )
 
+    def _trials(self, region: str | None = None) -> list[Trial]:
+        """The search's trials, each one's params checked once against the space: params from a damaged
+        database must reach neither the optimiser nor a trial's command."""
+        trials = self.store.trials(self.name, region)
+        for trial in trials:
+            if (trial.region, trial.number) not in self._checked:
+                self._check_params(trial)
+                self._checked.add((trial.region, trial.number))
+        return trials
+
+    def _check_params(self, trial: Trial) -> None:
+        space = self.source.space
+        problems = []
+        try:
+            space.encode(trial.params)
+        except (ValueError, TypeError) as error:
+            problems.append(str(error))
+        unknown = sorted(set(trial.params) - set(space.names))
+        if unknown:
+            problems.append(f"unknown parameter(s): {', '.join(unknown)}")
+        if problems:
+            shown = json.dumps(trial.params)
+            why = "; ".join(problems)
+            raise self.store.damaged(trial, f"params {shown} is not a point of the search's space ({why})")
+
     # -- submitting ----------------------------------------------------------------------------------
 
     def _recover(self) -> None:
         """Trials a killed scheduler left in `submitting`: submit, adopt or start each exactly once."""
-        in_flight = [trial for trial in self.store.trials(self.name) if trial.state in IN_FLIGHT]
+        in_flight = [trial for trial in self._trials() if trial.state in IN_FLIGHT]
         other = sorted({trial.engine for trial in in_flight} - {self.options.engine})
         if other:
             raise SearchBusyError(
@@ -304,7 +342,7 @@ class Scheduler:
     def _fill(self, region: str) -> None:
         if region in self._exhausted:
             return
-        trials = self.store.trials(self.name, region)
+        trials = self._trials(region)
         in_flight = [trial for trial in trials if trial.state in IN_FLIGHT]
         counted = sum(1 for trial in trials if trial.state in COUNTED)
         if self.batch and in_flight:
@@ -376,7 +414,7 @@ class Scheduler:
     # -- collecting ----------------------------------------------------------------------------------
 
     def _collect(self, region: str) -> None:
-        for trial in self.store.trials(self.name, region):
+        for trial in self._trials(region):
             if trial.state != RUNNING:
                 continue
             run_dir = self.runs_dir / trial.run_id
@@ -398,7 +436,7 @@ class Scheduler:
     def _early_stop(self, region: str) -> None:
         """Stop the running trials the early-stopping rule rules out, each through the engine's cancel."""
         assert self._stopper is not None
-        trials = self.store.trials(self.name, region)
+        trials = self._trials(region)
         running = {trial.run_id: trial for trial in trials if trial.state == RUNNING}
         ended = [trial.run_id for trial in trials if trial.state in (TRIAL_SUCCEEDED, STOPPED, STOPPING)]
         for run_id, decision in self._stopper.decide(list(running), ended).items():
@@ -494,7 +532,7 @@ class Scheduler:
         return EXIT_REPEATED_FAILURE
 
     def _best(self, region: str) -> Trial | None:
-        return best_trial(self.store.trials(self.name, region))
+        return best_trial(self._trials(region))
 
     def _reported(self, region: str) -> Trial | None:
         """The trial reported as the region's best: feasible, and for a GAUSSIAN likelihood the one
@@ -503,13 +541,13 @@ class Scheduler:
             return self._best(region)
         from dagflow.search.gp_ei import recommend
 
-        done = [t for t in self.store.trials(self.name, region) if t.state in (TRIAL_SUCCEEDED, FAILED)]
+        done = [t for t in self._trials(region) if t.state in (TRIAL_SUCCEEDED, FAILED)]
         # stopped trials inform the model but are not candidates: the reported best ran to its end
         index = recommend(self.source.space, _observations(done), self.source.likelihood)
         return done[index] if index is not None else None
 
     def _finished(self, region: str) -> bool:
-        trials = self.store.trials(self.name, region)
+        trials = self._trials(region)
         if any(trial.state in IN_FLIGHT for trial in trials):
             return False
         return region in self._exhausted or sum(1 for t in trials if t.state in COUNTED) >= self.budget
@@ -523,7 +561,7 @@ class Scheduler:
             self.say(f"could not cancel run {run_dir.name}: {error}")
 
     def _cancel_in_flight(self, quiet: bool = False) -> None:
-        for trial in self.store.trials(self.name):
+        for trial in self._trials():
             if trial.state == STOPPING:
                 self._finish_stop(trial)
             elif trial.state in IN_FLIGHT:

@@ -23,15 +23,17 @@ it (ownership.py), so another database's search of the same name never adopts th
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dagflow.bounded import BoundedInputError, loads_json
 from dagflow.errors import DagflowError
 
 DEFAULT_DB = Path(".dagflow") / "search.db"
@@ -44,6 +46,7 @@ CANCELLED = "cancelled"  # stopped by Ctrl-C: no result, not counted against the
 STOPPING = "stopping"  # early stopping decided to stop it; its run is being cancelled
 STOPPED = "stopped"  # stopped early: its last intermediate value is its result
 IN_FLIGHT = (SUBMITTING, RUNNING, STOPPING)
+STATES = (SUBMITTING, RUNNING, STOPPING, SUCCEEDED, FAILED, STOPPED, CANCELLED)
 COUNTED = (SUBMITTING, RUNNING, STOPPING, SUCCEEDED, FAILED, STOPPED)
 
 _SCHEMA = """
@@ -227,17 +230,10 @@ class SearchStore:
         row = self._db.execute("SELECT * FROM searches WHERE name = ?", (name,)).fetchone()
         if row is None:
             return None
+        where = f"search {name!r}"
         return SearchRecord(
-            name=row["name"],
-            kind=row["kind"],
-            source=row["source"],
-            fingerprint=row["fingerprint"],
-            config=_json_of(self.path, f"search {name!r}", "config", row["config"], dict),
-            seed=row["seed"],
-            budget=row["budget"],
-            parallel=row["parallel"],
-            created=row["created"],
-            uid=row["uid"],
+            **_columns(self.path, where, row, _SEARCH_COLUMNS),
+            config=_json_of(self.path, where, "config", row["config"], dict),
         )
 
     def search_names(self) -> list[str]:
@@ -338,6 +334,10 @@ class SearchStore:
     def trial(self, search: str, region: str, number: int) -> Trial:
         return self._trial(search, region, number)
 
+    def damaged(self, trial: Trial, problem: str) -> SearchStoreError:
+        """The error for a trial row whose content the caller found unusable."""
+        return SearchStoreError(f"{self.path}: {trial_label(trial.search, trial.region, trial.number)}: {problem}")
+
     def _trial(self, search: str, region: str, number: int) -> Trial:
         row = self._db.execute(
             "SELECT * FROM trials WHERE search = ? AND region = ? AND number = ?", (search, region, number)
@@ -345,37 +345,82 @@ class SearchStore:
         return _trial_of(self.path, row)
 
 
+def trial_label(search: str, region: str, number: object) -> str:
+    """How errors name a trial: `search 'quad' trial 3` (`... of region 'us'`)."""
+    return f"search {search!r} trial {number}" + (f" of region {region!r}" if region else "")
+
+
 def _json_of(path: Path, where: str, column: str, text: object, kind: type) -> Any:
     """A JSON column's value; a clear error naming the file, the row and the column when it is damaged."""
     try:
-        value = json.loads(text) if isinstance(text, str | bytes) else None
-    except ValueError as error:
+        value = loads_json(text) if isinstance(text, str | bytes) else None
+    except BoundedInputError as error:
         raise SearchStoreError(f"{path}: {where}: {column} is not valid JSON ({error})") from None
     if not isinstance(value, kind):
         raise SearchStoreError(f"{path}: {where}: {column} is {text!r}, not a JSON {kind.__name__}")
     return value
 
 
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_time(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def _is_finite(value: object) -> bool:
+    return _is_time(value) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+# SQLite keeps any type in any column: what each kind of column must hold to be read, and how to say so.
+_KINDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "text": (lambda value: isinstance(value, str), "text"),
+    "integer": (_is_integer, "an integer"),
+    "time": (_is_time, "a time (a number of seconds)"),
+    "finite": (_is_finite, "a finite number"),
+    "state": (lambda value: value in STATES, f"one of {', '.join(STATES)}"),
+}
+# column -> (kind, whether NULL is allowed)
+_SEARCH_COLUMNS = {
+    "name": ("text", False), "kind": ("text", False), "source": ("text", False), "fingerprint": ("text", False),
+    "seed": ("integer", False), "budget": ("integer", False), "parallel": ("integer", False),
+    "created": ("time", False), "uid": ("text", False),
+}  # fmt: skip
+_TRIAL_COLUMNS = {
+    "search": ("text", False), "region": ("text", False), "number": ("integer", False), "state": ("state", False),
+    "engine": ("text", False), "run_id": ("text", False), "handle": ("text", True), "value": ("finite", True),
+    "loss": ("finite", True), "error": ("text", True), "created": ("time", False), "submitted": ("time", True),
+    "finished": ("time", True), "deadline": ("time", False), "step": ("integer", True),
+}  # fmt: skip
+
+
+def _columns(path: Path, where: str, row: sqlite3.Row, columns: Mapping[str, tuple[str, bool]]) -> dict[str, Any]:
+    """The row's plain columns by name, each checked against its kind."""
+    values: dict[str, Any] = {}
+    for column, (kind, nullable) in columns.items():
+        value = row[column]
+        fits, wanted = _KINDS[kind]
+        if not (fits(value) or (nullable and value is None)):
+            raise SearchStoreError(f"{path}: {where}: {column} is {value!r}, not {wanted}")
+        values[column] = value
+    return values
+
+
+def _outputs(path: Path, where: str, text: object) -> dict[str, float] | None:
+    if text is None:
+        return None
+    outputs = _json_of(path, where, "outputs", text, dict)
+    for name, value in outputs.items():
+        if not _is_finite(value):
+            raise SearchStoreError(f"{path}: {where}: outputs[{name!r}] is {value!r}, not a finite number")
+    return outputs
+
+
 def _trial_of(path: Path, row: sqlite3.Row) -> Trial:
-    label = f"trial {row['number']}" + (f" of region {row['region']!r}" if row["region"] else "")
+    where = trial_label(row["search"], row["region"], row["number"])
     return Trial(
-        search=row["search"],
-        region=row["region"],
-        number=row["number"],
-        params=_json_of(path, f"search {row['search']!r} {label}", "params", row["params"], dict),
-        state=row["state"],
-        engine=row["engine"],
-        run_id=row["run_id"],
-        handle=row["handle"],
-        value=row["value"],
-        loss=row["loss"],
-        error=row["error"],
-        created=row["created"],
-        submitted=row["submitted"],
-        finished=row["finished"],
-        deadline=row["deadline"],
-        outputs=_json_of(path, f"search {row['search']!r} {label}", "outputs", row["outputs"], dict)
-        if row["outputs"] is not None
-        else None,
-        step=row["step"],
+        **_columns(path, where, row, _TRIAL_COLUMNS),
+        params=_json_of(path, where, "params", row["params"], dict),
+        outputs=_outputs(path, where, row["outputs"]),
     )

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from dagflow.bounded import BoundedInputError, loads_json
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.plan.expand import expand
@@ -108,7 +109,7 @@ def read_metric(path: Path, metric: str) -> float:
         data = last_object(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TrialError(f"metrics file {path} was not written") from None
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, BoundedInputError) as error:
         raise TrialError(f"metrics file {path} is not JSON: {error}") from None
     if not isinstance(data, dict) or metric not in data:
         keys = sorted(data) if isinstance(data, dict) else []
@@ -304,7 +305,7 @@ class SpearmintTrials:
     def _result(plan: Plan) -> dict[str, Any]:
         path = plan.nodes[JOB_STEP].metrics
         try:
-            data = json.loads(Path(path or "").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = loads_json(Path(path or "").read_text(encoding="utf-8"))
+        except (OSError, ValueError, BoundedInputError):
             return {}
         return data if isinstance(data, dict) else {}

@@ -23,6 +23,11 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 # libyaml's scanner refuses flow collections nested about 1,000 deep (PyYAML 6.0.4 on), reading ahead of
 # the events compose() counts: the same refusal as ours, which names the limit.
 _LIBYAML_DEPTH_LIMIT = "exceeded maximum nesting depth"
+# Python's default limit on int <-> str conversion (sys.int_info.default_max_str_digits): a longer integer
+# cannot be read from decimal text, and one read from hex, octal or base 60 could never be printed.
+MAX_INT_DIGITS = 4300
+_INT_LIMIT = 10**MAX_INT_DIGITS
+INT_LIMIT_MESSAGE = f"an integer longer than {MAX_INT_DIGITS:,} digits (the limit per pipeline file)"
 __all__ = ["MAX_DEPTH", "MAX_NODES", "Path_", "Positions", "dotted", "load_yaml"]
 
 
@@ -65,10 +70,17 @@ class _Builder:
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*path, index)) for index, item in enumerate(node.value)]
         try:
-            return self._scalars.construct_object(node)
+            value = self._scalars.construct_object(node)
         except ConstructorError as exc:
             self.error(node, path, f"cannot read this value: {exc.problem}")
             return None
+        except ValueError:  # int() refusing text of more digits than it converts: the only ValueError here
+            self.error(node, path, INT_LIMIT_MESSAGE)
+            return None
+        if isinstance(value, int) and abs(value) >= _INT_LIMIT:  # from hex, octal or base 60: never printable
+            self.error(node, path, INT_LIMIT_MESSAGE)
+            return None
+        return value
 
     def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict[str, Any]:
         result: dict[str, Any] = {}
