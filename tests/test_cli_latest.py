@@ -39,9 +39,51 @@ def test_a_dry_run_never_becomes_latest(tmp_path: Path) -> None:
     assert dry.returncode == 0, dry.stderr
     runs = tmp_path / ".dagflow" / "runs"
     assert (runs / "looked-at" / "plan.json").is_file()
+    status = dagflow("status", "--json")
+    assert json.loads(status.stdout)["run_id"] == "real", status.stdout + status.stderr
+    assert (runs / LATEST_FILE).read_text() == "real\n"
     (runs / LATEST_FILE).unlink()  # the fallback: the newest run directory that is a run of the user's
     status = dagflow("status", "--json")
     assert json.loads(status.stdout)["run_id"] == "real", status.stdout + status.stderr
+
+
+@pytest.mark.slow
+def test_a_dry_run_cut_short_never_becomes_latest(tmp_path: Path) -> None:
+    """A dry run that dies after its run directory was made (here: its condor record cannot be written, as
+    if it were killed there) is no more `latest` than one that finished."""
+    import json
+    import subprocess
+    import sys
+
+    from dagflow.engines.condor.records import RECORD_FILE, condor_dir
+
+    (tmp_path / "p.yaml").write_text("name: tiny\nsteps:\n  hello:\n    command: python -c \"print('hi')\"\n")
+
+    def dagflow(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "dagflow", *args], cwd=tmp_path, capture_output=True, text=True)
+
+    assert dagflow("run", "p.yaml", "--run-id", "real").returncode == 0
+    runs = tmp_path / ".dagflow" / "runs"
+    (condor_dir(runs / "cut-short") / RECORD_FILE).mkdir(parents=True)  # the record's write fails
+    dry = dagflow("submit", "p.yaml", "--run-id", "cut-short", "--dry-run")
+    assert dry.returncode != 0 and (runs / "cut-short" / "plan.json").is_file(), dry.stderr
+    assert (runs / LATEST_FILE).read_text() == "real\n"
+    for args in (("status", "--json"), ("status", "latest", "--json")):
+        status = dagflow(*args)
+        assert json.loads(status.stdout)["run_id"] == "real", status.stdout + status.stderr
+
+
+def test_latest_is_never_a_dry_run_even_when_the_latest_file_names_one(tmp_path: Path) -> None:
+    """A LATEST file naming a dry run (written by an older dagflow, or cut short) is not trusted."""
+    from dagflow.run.layout import DRY_RUN_FILE, latest_run
+
+    runs = tmp_path / "runs"
+    for run_id in ("real", "looked-at"):
+        (runs / run_id).mkdir(parents=True)
+        (runs / run_id / "plan.json").write_text("{}")
+    (runs / "looked-at" / DRY_RUN_FILE).touch()
+    (runs / LATEST_FILE).write_text("looked-at\n")
+    assert latest_run(runs).run_id == "real"
 
 
 @pytest.mark.slow

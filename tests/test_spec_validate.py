@@ -314,14 +314,22 @@ def test_a_sound_search_block_is_accepted() -> None:
     check_search(parse_spec(search_doc(), "p.yaml"))
 
 
-@pytest.mark.parametrize(
-    ("metrics", "parallel", "per"),
-    [("out/metrics.json", 2, False), ("out/{region}.json", 2, False), ("out/metrics.json", 1, True)],
-)
-def test_trials_sharing_a_metrics_path_are_refused_by_validation(metrics: str, parallel: int, per: bool) -> None:
-    message = search_error(search_doc(metrics, parallel, per))
+@pytest.mark.parametrize("per", [False, True])
+def test_trials_sharing_a_metrics_path_are_refused_by_validation(per: bool) -> None:
+    message = search_error(search_doc("out/{region}.json", 2, per))
     assert message.startswith("p.yaml:8:14: steps.evaluate.metrics: every trial would write the same metrics file")
     assert "{run.id}" in message
+
+
+@pytest.mark.parametrize("per", [False, True])
+def test_regions_sharing_a_metrics_path_are_refused_as_nodes_sharing_it(per: bool) -> None:
+    """What a plain run of the pipeline would do too, so it is refused for searches per region as well."""
+    from dagflow.plan.expand import expand
+
+    with pytest.raises(SpecError) as caught:
+        expand(parse_spec(search_doc("out/metrics.json", 1, per), "p.yaml"), run_id="validate")
+    [message] = [d.render() for d in caught.value.diagnostics]
+    assert message.startswith("p.yaml:8:14: steps.evaluate.metrics: node evaluate.br would write 'out/metrics.json'")
 
 
 def test_one_trial_at_a_time_may_reuse_its_metrics_path() -> None:
@@ -340,7 +348,7 @@ def test_validate_command_refuses_what_search_run_refuses(tmp_path: Path) -> Non
 
     from test_local_support import cli_env
 
-    (tmp_path / "p.yaml").write_text(search_doc("out/metrics.json"))
+    (tmp_path / "p.yaml").write_text(search_doc("out/{region}.json"))
     for args in (["validate", "p.yaml"], ["search", "run", "p.yaml", "--db", "s.db"]):
         result = subprocess.run([sys.executable, "-m", "dagflow", *args], cwd=tmp_path, env=cli_env(),
                                 capture_output=True, text=True, timeout=120)

@@ -107,6 +107,8 @@ def submit_command(
             chosen = load_engine(name, runs_dir, given)
             plan = load_plan_for(pipeline, run_id, name)
             layout = RunLayout(Path(runs_dir).absolute(), plan.run_id)
+            if given.get("dry_run") and not layout.exists():  # an existing run id: the engine refuses it
+                layout.mark_dry_run()
             handle = chosen.submit(plan, layout.run_dir)
         if wait:
             chosen.wait(layout.run_dir)

@@ -33,6 +33,7 @@ from dagflow.resources.auto import AutoResources
 from dagflow.resources.gpu_memory import GPU_MEMORY, GPU_MEMORY_MARK
 from dagflow.spec.load import Spec
 from dagflow.spec.model import AUTO, PipelineSpec, StepSpec
+from dagflow.spec.sharing import shared_outputs
 from dagflow.spec.templates import Template, parse_template
 from dagflow.spec.yamlpos import dotted
 
@@ -77,6 +78,7 @@ def _expand(spec: Spec, run_id: str | None, overrides: Mapping[str, Any], trial_
     expander = _Expander(spec, run_id or new_run_id(spec.model.name), overrides, trial_number)
     for step_name in step_order(spec.model):
         expander.add_step(step_name)
+    _check_shared_outputs(spec, expander.nodes)
     return Plan(
         pipeline=spec.model.name,
         run_id=expander.run_id,
@@ -253,6 +255,13 @@ def _names_index(nodes: Iterable[Node], axes: list[str]) -> tuple[Callable[[dict
     for node in nodes:
         index.setdefault(key_of(node.coords), []).append(node.name)
     return key_of, index
+
+
+def _check_shared_outputs(spec: Spec, nodes: Mapping[str, Node]) -> None:
+    """Refuse a plan in which two nodes write one file (dagflow's helper nodes write nothing)."""
+    problems = shared_outputs(nodes.values(), spec.positions.of, spec.filename or str(spec.file))
+    if problems:
+        raise SpecError(problems)
 
 
 def _collision(spec: Spec, step: str, name: str) -> SpecError:

@@ -120,10 +120,17 @@ class RunLayout:
         self.mark_latest()
 
     def mark_latest(self) -> None:
-        """Make this run `latest`, unless it is a search's trial (the search owns those, not the user)."""
-        if (self.run_dir / SEARCH_TRIAL_FILE).exists():
+        """Make this run `latest`, unless it is a search's trial (the search owns those, not the user) or a
+        dry run."""
+        if _never_latest(self.run_dir):
             return
         write_atomic(self.runs_dir / LATEST_FILE, (self.run_id + "\n").encode())
+
+    def mark_dry_run(self) -> None:
+        """Mark the run as compiled only to be looked at, before anything else of it is written: killed at any
+        point after, it is never `latest` (the engine removes the mark when it really submits the run)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / DRY_RUN_FILE).touch()
 
     def load_plan(self) -> Plan:
         try:
@@ -161,7 +168,7 @@ def _never_latest(run_dir: Path) -> bool:
 def latest_run(runs_dir: Path) -> RunLayout:
     try:
         run_id = (runs_dir / LATEST_FILE).read_text().strip()
-        if (runs_dir / run_id / "plan.json").is_file():
+        if run_id and (runs_dir / run_id / "plan.json").is_file() and not _never_latest(runs_dir / run_id):
             return RunLayout(runs_dir, run_id)
     except OSError:
         pass

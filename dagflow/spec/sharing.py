@@ -1,4 +1,5 @@
-"""Files steps share without declaring them: what a pool with no shared filesystem would not deliver.
+"""Files steps share without declaring them: what a pool with no shared filesystem would not deliver; and
+files two nodes would both write (shared_outputs).
 
 The heuristic reads each step's command words as written (templates unrendered, so `models/{region}` in
 one step matches `models/{region}/model.pkl` in another) and compares them with the other steps' declared
@@ -23,7 +24,8 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 from dagflow.errors import Diagnostic
 from dagflow.spec.model import StepSpec
@@ -149,3 +151,96 @@ def absolute_paths(steps: dict[str, StepSpec], locate: object, filename: str) ->
                 "{data_mode: shared})",
             ))
     return errors
+
+
+class Writer(Protocol):
+    """What shared_outputs reads of a node of the plan (dagflow.plan.Node)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def step(self) -> str: ...
+    @property
+    def coords(self) -> Mapping[str, str]: ...
+    @property
+    def outputs(self) -> Sequence[str]: ...
+    @property
+    def metrics(self) -> str | None: ...
+
+
+_Locate = Callable[[Path_], tuple[int, int]]
+
+
+def shared_outputs(nodes: Iterable[Writer], locate: _Locate, filename: str) -> list[Diagnostic]:
+    """An error for each output or metrics field whose expanded path another node also writes, or that lies
+    inside a directory another node writes (whichever runs last would overwrite or mix into the other's).
+    One per field, located at it. One pass over the paths into a dict, then one walk up each directory
+    that holds one (remembered), so a 100k-node plan stays quick."""
+    writers: dict[str, Writer] = {}  # a written path -> the first node writing it
+    found: dict[Path_, Diagnostic] = {}
+    for node in nodes:
+        for path in (*node.outputs, node.metrics) if node.metrics else node.outputs:
+            key = _written_path(path)
+            if key is not None and (first := writers.setdefault(key, node)) is not node:
+                _report(found, (node, key), (first, key), f"would write {path!r}, which", locate, filename)
+    nearest: dict[str, str | None] = {"": None}  # a directory -> the nearest written path at or above it
+    for key, node in writers.items():
+        directory = key.rpartition("/")[0]
+        above = nearest[directory] if directory in nearest else _nearest_written(directory, writers, nearest)
+        if above is not None and writers[above] is not node:
+            what = f"would write {key!r} inside {above!r}, a directory"
+            _report(found, (node, key), (writers[above], above), what, locate, filename)
+    return list(found.values())
+
+
+def _nearest_written(directory: str, writers: Mapping[str, Writer], nearest: dict[str, str | None]) -> str | None:
+    """The nearest path at or above directory that a node writes, if any; each directory is walked once."""
+    walked = []
+    while directory not in nearest:
+        walked.append(directory)
+        directory = directory.rpartition("/")[0]
+    found = nearest[directory]
+    for below in reversed(walked):
+        if below in writers:
+            found = below
+        nearest[below] = found
+    return found
+
+
+def _written_path(path: str) -> str | None:
+    """The path as one file system name (`./out//x/` is `out/x`); None for a URL or nothing."""
+    if path and path[-1] not in "/." and "//" not in path and "./" not in path and ":" not in path:
+        return path  # most paths: normpath and the URL test cost more than the rest of the check
+    if not path or _URL.match(path):
+        return None
+    return posixpath.normpath(path)
+
+
+def _field(node: Writer, key: str) -> Path_:
+    """node's field that writes key (the first, where several do)."""
+    for index, path in enumerate(node.outputs):
+        if _written_path(path) == key:
+            return ("steps", node.step, "outputs", index)
+    return ("steps", node.step, "metrics")
+
+
+def _report(found: dict[Path_, Diagnostic], write: tuple[Writer, str], other: tuple[Writer, str], what: str,
+            locate: _Locate, filename: str) -> None:
+    """Add the error of the field by which write's node writes its path, which other's node writes too (or a
+    directory holding it); the first found per field."""
+    (node, key), (other_node, other_key) = write, other
+    field, other_field = _field(node, key), _field(other_node, other_key)
+    if field in found:
+        return
+    line, column = locate(field)
+    where = ""
+    if other_field != field:
+        other_line, other_column = locate(other_field)
+        where = f" ({dotted(other_field)} at {filename}:{other_line}:{other_column})"
+    message = (f"node {node.name} {what} node {other_node.name} writes too{where}: the node that runs last would "
+               "overwrite or mix into the other's")
+    hint = None
+    if node.step == other_node.step:  # nodes of one step: the path lacks the axes they differ on
+        axes = [axis for axis, value in node.coords.items() if other_node.coords.get(axis) != value]
+        hint = f"put {' '.join(f'{{{axis}}}' for axis in axes)} in the path, so that each node writes its own"
+    found[field] = Diagnostic(filename, line, column, dotted(field), message, hint=hint)

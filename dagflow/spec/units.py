@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 # HTCondor reads K/M/G/T suffixes as powers of 1024 (request_memory = 1G is 1024 MB); GB and GiB
@@ -12,7 +13,11 @@ _DURATION_FACTORS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
 
 SIZE_HELP = "a number of MB, or a number with a unit: 512MB, 16GB, 1.5GiB, 1TB"
-DURATION_HELP = "seconds, or a number with a unit: 90s, 30m, 2h, 1d"
+# A year, leap day included: no node or trial needs a longer limit (leave the timeout out for none), a longer
+# value is a typo, and every engine's time field (Slurm's minutes, ClassAd integers, 32-bit seconds) holds it.
+MAX_DURATION_DAYS = 366
+MAX_DURATION_S = MAX_DURATION_DAYS * _DURATION_FACTORS["d"]
+DURATION_HELP = f"seconds, or a number with a unit: 90s, 30m, 2h, 1d; at most {MAX_DURATION_DAYS}d"
 
 
 def parse_size_mb(value: object) -> int:
@@ -40,6 +45,10 @@ def parse_duration_s(value: object) -> int:
         number, unit = float(match.group(1)), (match.group(2) or "s").lower()
     else:
         raise ValueError(f"{value!r} is not a duration")
+    if math.isnan(number):
+        raise ValueError(f"{value!r} is not a duration")
+    if number * _DURATION_FACTORS[unit] > MAX_DURATION_S:
+        raise ValueError(f"{value!r} is longer than {MAX_DURATION_DAYS} days, the longest duration allowed")
     seconds = int(number * _DURATION_FACTORS[unit])
     if seconds <= 0:
         raise ValueError(f"{value!r} must be at least one second")

@@ -49,6 +49,8 @@ from dagflow.text import CONTROL_CHARACTERS
 from dagflow.transfer.s3url import S3LocationError, parse_s3_url
 
 BUILTIN_VARIABLES = ("run.id", "step", "pipeline")
+# dagflow sets DAGFLOW_RUN_ID, DAGFLOW_NODE, ... in every node's environment and finds its own nodes by them.
+RESERVED_ENV_PREFIX = "DAGFLOW_"
 SHELL_OPERATORS = frozenset({"|", "||", "&&", ";", ">", ">>", "<", "<<", "&", "2>", "2>&1", "&>"})
 # Job attributes dagflow or HTCondor set themselves; a custom ClassAd must not overwrite them.
 RESERVED_CLASSADS = frozenset(
@@ -394,6 +396,7 @@ class _Checker:
             if path != (*base, "command"):  # a command string's newlines only separate arguments
                 self._no_control_chars(path, text)
         self._command(base, step.get("command"))
+        self._env_names(base, step.get("env"))
         self._control_chars((*base, "classads"), step.get("classads"))
         self._classad_names(base, step.get("classads"), matrix)
         self._requirements(base, step.get("requirements"))
@@ -434,6 +437,16 @@ class _Checker:
         if operators:
             self.add((*base, "command"), f"shell operators {', '.join(operators)} are not interpreted here",
                      hint="the command runs without a shell; write command: [sh, -c, '...'] to use one")
+
+    def _env_names(self, base: Path_, env: Any) -> None:
+        if not isinstance(env, dict):
+            return
+        for key in env:
+            if str(key).startswith(RESERVED_ENV_PREFIX):
+                self.add((*base, "env", key),
+                         f"{key!r}: names starting with {RESERVED_ENV_PREFIX} are reserved for dagflow, which sets "
+                         "them in every node's environment",
+                         allowed=f"any name not starting with {RESERVED_ENV_PREFIX}", key=True)
 
     def _classad_names(self, base: Path_, classads: Any, matrix: dict[str, Any]) -> None:
         if not isinstance(classads, dict):
