@@ -62,9 +62,11 @@ def test_transfer_is_the_default_and_sends_inputs_scripts_and_outputs(tmp_path: 
     assert train.expand("should_transfer_files") == "YES"
     assert train.expand("preserve_relative_paths") == "true"
     assert train.expand("transfer_input_files") == "data/us/data.csv,train.py"  # declared input, then the script
-    assert train.expand("transfer_output_files") == "_dagflow_outputs"
-    assert train.expand("transfer_output_remaps") == '"_dagflow_outputs = ."'
     outputs = ["models/us/model.pkl", "models/us/val.csv", "models/us/train.json"]
+    # exactly the declared outputs come back, each to its own path; a failed job sends back none of them
+    assert train.expand("transfer_output_files") == f'"{",".join(outputs)}"'
+    assert "transfer_output_remaps" not in train
+    assert (train.expand("success_exit_code"), train.expand("max_retries")) == ("0", "0")
     assert argv_of(train) == ["3", *outputs, "python", "train.py", "--data", "data/us", "--out", "models/us",
                               "--alpha", "1.0", "--degree", "1"]
     evaluate = node_submit(dag, "evaluate.us")
@@ -72,6 +74,7 @@ def test_transfer_is_the_default_and_sends_inputs_scripts_and_outputs(tmp_path: 
         "models/us/model.pkl,models/us/val.csv,models/us/train.json,eval.py"
     )
     assert argv_of(evaluate)[:2] == ["1", "models/us/metrics.json"]  # the metrics file is its one output
+    assert evaluate.expand("transfer_output_files") == '"models/us/metrics.json"'
     report = node_submit(dag, "report")
     assert report.expand("transfer_input_files") == "models,report.py"
     # The transfer step moves data on the access point (the local universe), in the pipeline's directory.
@@ -138,7 +141,32 @@ def test_a_dollar_in_a_file_name_reaches_the_transfer_list_literally(tmp_path: P
     dag = parse_dag(compile_plan(plan, tmp_path / "condor"))
     submit = node_submit(dag, "a")
     assert submit.expand("transfer_input_files") == "cost$(HOME).csv"
+    assert submit.expand("transfer_output_files") == '"out/$x.txt"'
     assert argv_of(submit)[:2] == ["1", "out/$x.txt"]
+
+
+NESTED = """\
+name: p
+steps:
+  a:
+    command: [python, x.py]
+    outputs: [models/us/model.pkl, models/us, reports/r.md]
+    metrics: models/us/metrics.json
+  b:
+    command: [python, x.py]
+"""
+
+
+def test_each_declared_output_comes_back_once_and_a_node_without_outputs_sends_nothing(tmp_path: Path) -> None:
+    plan = expand(load_spec(_write(tmp_path / "p.yaml", NESTED)), run_id="r1")
+    dag = parse_dag(compile_plan(plan, tmp_path / "condor"))
+    a = node_submit(dag, "a")
+    assert a.expand("transfer_output_files") == '"models/us,reports/r.md"'  # the directory brings its files
+    assert argv_of(a)[:5] == ["4", "models/us/model.pkl", "models/us", "reports/r.md", "models/us/metrics.json"]
+    b = node_submit(dag, "b")
+    # an empty list, not an unset one: unset, HTCondor would send back every file the job made
+    assert b.expand("transfer_output_files") == '""'
+    assert argv_of(b)[:1] == ["0"]
 
 
 def test_an_input_outside_the_pipeline_directory_is_refused(tmp_path: Path) -> None:
@@ -189,29 +217,26 @@ def _wrap(scratch: Path, outputs: list[str], *argv: str) -> subprocess.Completed
                           capture_output=True, text=True, timeout=60, check=False)
 
 
-def test_the_wrapper_hands_back_declared_outputs_only(tmp_path: Path) -> None:
+def test_the_wrapper_checks_declared_outputs_and_moves_nothing(tmp_path: Path) -> None:
     script = "mkdir -p models/us && echo m > models/us/model.pkl && echo s > models/us/metrics.json && echo x > stray"
     done = _wrap(tmp_path, ["models/us", "models/us/metrics.json"], "sh", "-c", script)
     assert done.returncode == 0, done.stderr
-    outbox = tmp_path / "_dagflow_outputs"
-    assert sorted(str(path.relative_to(outbox)) for path in outbox.rglob("*") if path.is_file()) == [
-        "models/us/metrics.json", "models/us/model.pkl"
+    # HTCondor sends back what transfer_output_files names; the scratch directory is left as the command left it
+    assert sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*") if path.is_file()) == [
+        "models/us/metrics.json", "models/us/model.pkl", "stray"
     ]
-    assert (tmp_path / "stray").exists() and not (outbox / "stray").exists()
 
 
 def test_the_wrapper_fails_a_node_whose_declared_output_is_missing(tmp_path: Path) -> None:
     done = _wrap(tmp_path, ["written.txt", "never/written.txt"], "sh", "-c", "echo y > written.txt")
     assert done.returncode == 1
     assert "declared output never/written.txt was not written" in done.stderr
-    assert list((tmp_path / "_dagflow_outputs").iterdir()) == []  # nothing half-delivered
 
 
-def test_the_wrapper_keeps_a_failing_commands_exit_code_and_sends_nothing(tmp_path: Path) -> None:
-    done = _wrap(tmp_path, ["out.txt"], "sh", "-c", "echo y > out.txt; exit 3")
+def test_the_wrapper_keeps_a_failing_commands_exit_code(tmp_path: Path) -> None:
+    done = _wrap(tmp_path, ["out.txt"], "sh", "-c", "exit 3")
     assert done.returncode == 3
-    assert done.stderr == ""
-    assert list((tmp_path / "_dagflow_outputs").iterdir()) == []
+    assert done.stderr == ""  # no complaint about the output a failed command did not write
 
 
 def test_the_wrapper_passes_arguments_through_unchanged(tmp_path: Path) -> None:
@@ -219,7 +244,7 @@ def test_the_wrapper_passes_arguments_through_unchanged(tmp_path: Path) -> None:
     code = "import json, sys; json.dump(sys.argv[1:], open('args.json', 'w'))"
     done = _wrap(tmp_path, ["args.json"], sys.executable, "-c", code, *hostile)
     assert done.returncode == 0, done.stderr
-    assert json.loads((tmp_path / "_dagflow_outputs" / "args.json").read_text()) == hostile
+    assert json.loads((tmp_path / "args.json").read_text()) == hostile
 
 
 # -- validation -------------------------------------------------------------------------------------------

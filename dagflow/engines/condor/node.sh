@@ -3,16 +3,15 @@
 #
 #   dagflow-node.sh N OUTPUT_1 ... OUTPUT_N PROGRAM [ARGUMENT ...]
 #
-# Runs the node's command in the job's scratch directory, then hands back its declared outputs: after a
-# success each OUTPUT (a path relative to the scratch directory) is moved under _dagflow_outputs/, which
-# the submit file transfers back and remaps onto the pipeline's directory. A declared output that is not
-# there fails the node (exit 1) with a line naming it. After a failure nothing is sent back and the
-# command's exit code is the job's, so HTCondor never holds the job for outputs a failed command did not
-# write (a missing entry of transfer_output_files would).
+# Runs the node's command in the job's scratch directory. After a success it checks each declared OUTPUT
+# (a path relative to the scratch directory) is there; one that is not fails the node (exit 1) with a line
+# naming it. Otherwise the command's exit code is the job's. What comes back is HTCondor's business, not
+# this script's: the submit file lists exactly the declared outputs in transfer_output_files, and its
+# success_exit_code makes a job that exits non-zero send back only its stdout and stderr, so nothing the
+# job writes elsewhere (or writes later, from a process it left behind) reaches the access point.
 # Names never hold blanks, commas or line breaks (dagflow refuses them: HTCondor's transfer lists cannot
 # carry them), so word splitting of $outputs is safe; globbing is off.
 set -f
-outbox=_dagflow_outputs
 count=$1
 shift
 outputs=
@@ -21,7 +20,6 @@ while [ "$count" -gt 0 ]; do
     shift
     count=$((count - 1))
 done
-mkdir -p "$outbox" || exit 1
 
 # The command runs as a child so that a soft kill (condor_rm, a vacate) reaches it, not only this shell.
 "$@" &
@@ -44,12 +42,4 @@ for path in $outputs; do
         missing=1
     fi
 done
-if [ "$missing" -ne 0 ]; then
-    exit 1
-fi
-for path in $outputs; do
-    if [ -e "$path" ]; then  # an output inside an earlier (directory) output has moved with it
-        mkdir -p "$outbox/$(dirname "$path")" && mv "$path" "$outbox/$path" || exit 1
-    fi
-done
-exit 0
+exit "$missing"

@@ -22,12 +22,14 @@ from dagflow.engines.condor.templates import fill, load_template
 from dagflow.engines.condor.transfer import (
     INPUTS_MACRO,
     MISSING_FILE_HOLD,
+    OUTPUTS_MACRO,
     SHARED,
     TRANSFER,
     ScriptFiles,
     file_list,
     node_inputs,
     node_outputs,
+    outermost,
     runs_on_access_point,
 )
 from dagflow.plan import attributes
@@ -46,7 +48,6 @@ BUILTIN_ATTRIBUTES = frozenset(name.lower() for name in attributes.BUILTIN_ATTRI
 TIMEOUT_REMOVE = "(JobStatus == 5) && (HoldReasonCode =?= 47)"
 # Transfer mode: the job's executable is this wrapper (engines/condor/node.sh), copied beside the DAG.
 NODE_WRAPPER = "dagflow-node.sh"
-OUTBOX = "_dagflow_outputs"  # the wrapper moves declared outputs here; it comes back remapped onto "."
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,11 +191,17 @@ def _policy(step: StepInfo, job_retries: bool, transfers: bool = False) -> list[
         removals.append(MISSING_FILE_HOLD)  # a declared input gone before the job started
     if removals:
         lines.append("periodic_remove = " + " || ".join(f"({clause})" for clause in removals))
+    if transfers:
+        # A job that exits otherwise sends back its stdout and stderr only, not transfer_output_files: it is
+        # not held for outputs it never wrote, and its exit code reaches DAGMan (transfer.py).
+        lines.append("success_exit_code = 0")
     if job_retries:
         # DAGMan's RETRY takes one UNLESS-EXIT code; for several, the job retries itself.
         codes = ", ".join(str(int(code)) for code in step.retry_unless_exit)
         lines.append(f"max_retries = {int(step.retries)}")
         lines.append(f"retry_until = member(ExitCode, {{{codes}}})")
+    elif transfers:
+        lines.append("max_retries = 0")  # success_exit_code alone turns on HTCondor's job retries (2 by default)
     return with_memory_growth(step, lines)  # memory_policy.py: merges its periodic_remove into the one above
 
 
@@ -211,8 +218,9 @@ def _transfer_lines(transfers: bool) -> list[str]:
         "when_to_transfer_output  = ON_EXIT",
         "preserve_relative_paths  = true",
         f"transfer_input_files     = $({INPUTS_MACRO})",
-        f"transfer_output_files    = {OUTBOX}",
-        f'transfer_output_remaps   = "{OUTBOX} = ."',
+        # Exactly the node's declared outputs and metrics file, each back at its own path; quoted, so a node
+        # with none sends back nothing (left empty, HTCondor would send back every new file).
+        f'transfer_output_files    = "$({OUTPUTS_MACRO})"',
     ]
 
 
@@ -321,7 +329,7 @@ class NodeVars:
         """The macro names every node of the step sets, in the order values() gives them."""
         names = [ARGS_MACRO, ENV_MACRO] + [macro for _, macro in self.sub.axis_macros]
         if self.sub.transfers:
-            names.append(INPUTS_MACRO)
+            names += [INPUTS_MACRO, OUTPUTS_MACRO]
         return [*names, TRIAL_ATTRIBUTE] if self.sub.has_trial else names
 
     def values(self, node: Node, for_vars: bool = False) -> list[str]:
@@ -334,9 +342,9 @@ class NodeVars:
         if self._runtime is not None:
             argv = self._runtime.argv(argv)
         sub = self.sub
+        outputs = node_outputs(node) if sub.transfers else []
         if sub.transfers:
-            outputs = node_outputs(node)
-            file_list(outputs, "output")  # the same names the wrapper hands back: no blanks or commas
+            file_list(outputs, "output")  # the wrapper checks each is there, split at blanks: none in a name
             argv = [str(len(outputs)), *outputs, *argv]
         arguments = fill_match_time(escape.arguments(argv), sub.gpus)
         values = [escape.vars_escape(arguments) if for_vars else arguments, self._environment(node.env)[form]]
@@ -348,7 +356,8 @@ class NodeVars:
             values.append(forms[form])
         if sub.transfers:
             inputs = file_list(node_inputs(node, self._script_files), "input")
-            values.append(escape.vars_escape(inputs) if for_vars else inputs)
+            for files in (inputs, file_list(outermost(outputs), "output")):
+                values.append(escape.vars_escape(files) if for_vars else files)
         if sub.has_trial:
             values.append("undefined" if node.trial is None else str(int(node.trial)))
         return values

@@ -5,12 +5,16 @@ transfer  nothing is shared: a job runs in its scratch directory on the execute 
           HTCondor file transfer, its declared `inputs` and its command's script files (argv words that
           are files in the pipeline's directory), at the same relative paths (`preserve_relative_paths`).
           Its executable is dagflow's node wrapper (node.sh): after a success it checks every declared
-          output (and `metrics`) is there, failing the node with a line naming a missing one, and moves
-          them into an outbox that comes back remapped onto the pipeline's directory; after a failure it
-          sends nothing back, so the command's exit code reaches DAGMan (a missing entry of
-          transfer_output_files would hold the job instead, whatever its exit code). Steps that run
-          dagflow itself (transfer steps, `<step>.publish`, `<step>.promote`) move data between S3 and the
-          submit side, so they run in the local universe on the access point, where the AWS credentials are.
+          output (and `metrics`) is there, failing the node with a line naming a missing one. Exactly those
+          paths come back, each to its own place in the pipeline's directory: they are the node's
+          `transfer_output_files` ($(DagflowOutputs)), so nothing else the job writes, wherever and
+          whenever, reaches the access point. `success_exit_code = 0` makes a job that exits otherwise
+          send back only its stdout and stderr, so a failed command sends nothing and its exit code
+          reaches DAGMan (without it, an output the failed command did not write would hold the job,
+          whatever its exit code; `when_to_transfer_output = ON_SUCCESS` does not prevent that in
+          HTCondor 25.14). Steps that run dagflow itself (transfer steps, `<step>.publish`,
+          `<step>.promote`) move data between S3 and the submit side, so they run in the local universe on
+          the access point, where the AWS credentials are.
 
 Paths are relative to the pipeline's directory; absolute paths are ones the execute node provides (an
 image, a node-local dataset) and are neither transferred nor rewritten.
@@ -18,13 +22,12 @@ image, a node-local dataset) and are neither transferred nor rewritten.
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
-from pathlib import Path
 
 from dagflow.engines.condor import escape
 from dagflow.plan.model import Node, Plan, StepInfo
+from dagflow.plan.script_files import ScriptFiles, is_url
 
 TRANSFER = "transfer"
 SHARED = "shared"
@@ -36,7 +39,6 @@ OUTPUTS_MACRO = "DagflowOutputs"
 
 # HTCondor splits transfer lists at commas and trims blanks; no quoting can carry either inside a name.
 _LIST_BREAKERS = re.compile(r"[,\s]")
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # A hold for a file transfer that failed because a file was not there: TransferOutputError (12) or
 # TransferInputError (13), subcode 2 = ENOENT. The job is removed so the node fails (and DAGMan retries)
 # instead of waiting held for ever.
@@ -66,10 +68,6 @@ def runs_on_access_point(step: StepInfo) -> bool:
     return step.kind == "transfer"
 
 
-def is_url(path: str) -> bool:
-    return bool(_URL.match(path))
-
-
 def _relative(path: str, what: str) -> str | None:
     """The path as HTCondor should name it in the sandbox, or None when it is not transferred
     (a URL, or an absolute path the execute node provides)."""
@@ -80,47 +78,6 @@ def _relative(path: str, what: str) -> str | None:
         raise ValueError(f"{what} {path!r} is outside the pipeline's directory: transfer mode cannot place it "
                          "in the job's directory (give a path inside it, or an absolute one the node has)")
     return normal
-
-
-class ScriptFiles:
-    """Which argv words (or `--opt=VALUE` values) name files in the pipeline's directory now: the command's
-    scripts and configuration files. One instance serves one compile and remembers every answer: the nodes
-    of a step share most words, and a 100k-node plan would otherwise stat a million paths. A word under a
-    directory that is not there (`models/us/7/metrics.json`, an output to be) is answered without a stat."""
-
-    def __init__(self, workdir: Path) -> None:
-        self._workdir = str(workdir)
-        self._words: dict[str, str | None] = {}  # word -> the file's normalised path, or None
-        self._directories: dict[str, bool] = {"": True}  # normalised path -> is a directory now
-
-    def __call__(self, argv: list[str]) -> list[str]:
-        found = []
-        words = self._words
-        for word in argv:
-            if word not in words:
-                words[word] = self._file_named(word)
-            path = words[word]
-            if path is not None:
-                found.append(path)
-        return found
-
-    def _file_named(self, word: str) -> str | None:
-        candidate = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
-        if not candidate or candidate.startswith(("-", "/")) or is_url(candidate):
-            return None
-        normal = posixpath.normpath(candidate)
-        if normal.startswith("../") or normal in (".", ".."):
-            return None
-        if not self._is_directory(posixpath.dirname(normal)):
-            return None
-        return normal if os.path.isfile(os.path.join(self._workdir, normal)) else None
-
-    def _is_directory(self, path: str) -> bool:
-        known = self._directories.get(path)
-        if known is None:
-            known = self._is_directory(posixpath.dirname(path)) and os.path.isdir(os.path.join(self._workdir, path))
-            self._directories[path] = known
-        return known
 
 
 def node_inputs(node: Node, script_files: ScriptFiles) -> list[str]:
@@ -139,8 +96,19 @@ def node_outputs(node: Node) -> list[str]:
             raise ValueError(f"output {path!r} is an absolute path: in transfer mode a job writes in its own "
                              "directory and only relative outputs come back")
         paths.append(relative)
-    # a directory before what lies inside it: the wrapper moves the directory, and its contents with it
-    return sorted(_unique(paths), key=lambda path: path.count("/"))
+    return _unique(paths)
+
+
+def outermost(paths: list[str]) -> list[str]:
+    """The paths less those inside another of them (`models/us/metrics.json` beside `models/us`): a
+    directory in transfer_output_files comes back whole, so each file is sent once."""
+    listed = set(paths)
+    return [path for path in paths if not any(parent in listed for parent in _parents(path))]
+
+
+def _parents(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:end]) for end in range(1, len(parts))]
 
 
 def _unique(paths: list[str | None]) -> list[str]:
