@@ -7,11 +7,12 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from test_local_rerun_after_crash import LONG
 
 from dagflow.errors import SpecError
 from dagflow.schedule.cron import CronError, next_fire_times, normalize
@@ -198,3 +199,72 @@ def test_condor_cron_job_carries_what_dagflow_submit_needs(tmp_path: Path, monke
     assert f"CONDOR_CONFIG='{tmp_path / 'condor_config'}'" in line
     assert f":{tools}'" in line.split("PATH=")[1].split(" ")[0]
     assert f'My.DagflowSchedulePipeline = "{pipeline}"' in text
+
+
+CRASHY = """\
+name: crashy
+steps:
+  long:
+    command: [sh, long.sh]
+  after:
+    needs: [long]
+    command: [sh, -c, 'flock effects.lock sh -c "echo after >> effects"']
+schedule: {cron: "0 3 * * *"}
+"""
+
+
+@pytest.mark.slow
+def test_the_crontab_line_fired_again_after_kill_9_of_its_runner_runs_each_node_once(
+    user_crontab: str, tmp_path: Path
+) -> None:
+    """The line's flock is released when the runner dies while its keeper runs on: the next firing must
+    continue that run (adopting the live node), not start every node a second time."""
+    project = tmp_path / "nightly"
+    project.mkdir()
+    (project / "pipeline.yaml").write_text(CRASHY)
+    (project / "long.sh").write_text(LONG)
+    assert dagflow("schedule", "install", str(project / "pipeline.yaml")).returncode == 0
+    (line,) = [entry for entry in crontab_text().splitlines() if "-m dagflow run" in entry]
+
+    def fire() -> subprocess.Popen[str]:
+        command = line.split(" ", 5)[5].replace("\\%", "%")
+        return subprocess.Popen(["env", "-i", "/bin/sh", "-c", command], cwd="/", text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_for(condition: Callable[[], bool]) -> None:
+        for _ in range(1200):
+            if condition():
+                return
+            subprocess.run(["sleep", "0.1"], check=False)
+        raise AssertionError("timed out waiting")
+
+    starts = project / "starts"
+    runs = project / ".dagflow" / "runs"
+    try:
+        fire_twice_killing_the_first_runner(fire, wait_for, project)
+    finally:
+        (project / "release").touch()  # a failed test leaves no node waiting for ever
+    assert len(starts.read_text().split()) == 1, "long started twice"
+    assert sorted((project / "effects").read_text().split()) == ["after", "long"]
+    assert len([entry for entry in runs.iterdir() if entry.is_dir()]) == 1
+
+
+def fire_twice_killing_the_first_runner(
+    fire: Callable[[], subprocess.Popen[str]], wait_for: Callable[[Callable[[], bool]], None], project: Path
+) -> None:
+    from dagflow.run.lock import holder_pid
+
+    starts = project / "starts"
+    runs = project / ".dagflow" / "runs"
+    first = fire()
+    wait_for(lambda: starts.exists() and starts.read_text().strip() != "")
+    (run_dir,) = [entry for entry in runs.iterdir() if entry.is_dir()]
+    runner = holder_pid(run_dir / "runner.lock")
+    assert runner is not None
+    subprocess.run(["kill", "-9", str(runner)], check=True)
+    first.wait(timeout=60)
+
+    second = fire()
+    wait_for(lambda: (run_dir / "journal.jsonl").read_text().count('"e":"run"') == 2)
+    (project / "release").touch()
+    assert second.wait(timeout=120) == 0, (project / ".dagflow/schedule/nightly.log").read_text()

@@ -18,6 +18,7 @@ from dagflow.run.journal import (
     PENDING,
     RETRYING,
     RUNNING,
+    SUCCEEDED,
     UPSTREAM_FAILED,
     JournalState,
     NodeRecord,
@@ -52,6 +53,9 @@ class RunStatus:
     notes: list[str] = field(default_factory=list)  # engine-specific lines for the view (DAGMan job id...)
     extra: dict[str, Any] = field(default_factory=dict)  # engine-specific facts, under "<engine>" in JSON
     resume_hint: str | None = None  # the command that continues this run, when not the local engine's
+    # Nodes that go on, or ended, with no runner alive to journal them (the local engine's keeper outlives
+    # a killed runner): None while one runs, else its recorded exit code.
+    unjournaled: dict[str, int | None] = field(default_factory=dict)
     _usage: dict[str, NodeUsage] | None = None  # each node's latest usage record, read on first use
 
     def usage(self) -> dict[str, NodeUsage]:
@@ -75,15 +79,23 @@ class RunStatus:
     def record(self, node: str) -> NodeRecord:
         return self.journal.nodes.get(node) or NodeRecord()
 
-    def state_of(self, record: NodeRecord) -> str:
-        """A node the journal shows running under a runner that is gone was cut off: interrupted."""
+    def state_of(self, name: str, record: NodeRecord) -> str:
+        """A node the journal shows running under a runner that is gone was cut off (interrupted), unless
+        it runs on, or ended, without the runner."""
+        if name in self.unjournaled:
+            rc = self.unjournaled[name]
+            return RUNNING if rc is None else SUCCEEDED if rc == 0 else FAILED
         if not self.runner_alive and record.state in (RUNNING, RETRYING, CHECKPOINTED):
             return INTERRUPTED
         return record.state
 
     def node_states(self) -> dict[str, str]:
-        records = self.journal.nodes
-        return {name: (self.state_of(records[name]) if name in records else PENDING) for name in self.plan.nodes}
+        records, unjournaled = self.journal.nodes, self.unjournaled
+        return {
+            name: (self.state_of(name, records.get(name) or NodeRecord()) if name in records or name in unjournaled
+                   else PENDING)
+            for name in self.plan.nodes
+        }
 
     def counts(self) -> dict[str, int]:
         counted = Counter(self.node_states().values())

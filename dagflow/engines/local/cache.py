@@ -1,8 +1,9 @@
 """Skip nodes whose work is unchanged since they last succeeded.
 
 A node's cache key hashes its name, `Plan.node_fingerprint` (command, environment, params, kind, declared paths),
-the content of its input files and directories (resolved against the plan workdir), and its parents'
-keys, so a change anywhere upstream also reruns everything downstream of it. A key is a hit when an
+the content of its input files and directories (resolved against the plan workdir), the content of the
+files its command names (its scripts and configuration: `python evaluate.py`, see plan/script_files.py),
+and its parents' keys, so a change anywhere upstream also reruns everything downstream of it. A key is a hit when an
 earlier success recorded it in `<cache-dir>/index.jsonl` and what the node produced is still there and
 unchanged: at each success the index also records a fingerprint of the node's products (its declared
 outputs and, for a transfer step, its destination): every file's absolute path, size and mtime_ns, so
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from dagflow.files import write_atomic
 from dagflow.plan import Node, Plan
+from dagflow.plan.script_files import ScriptFiles
 
 
 class NodeCache:
@@ -35,13 +37,17 @@ class NodeCache:
         self._memo_dirty = False
         self._index_fd: int | None = None
         self._pending: list[str] = []  # index lines not written yet
+        self._scripts = ScriptFiles(workdir)  # the files a node's command runs: their content is part of its key
 
     def key(self, plan: Plan, node: Node, parent_keys: list[str]) -> str:
         inputs = [self._digest_path(path) for path in node.inputs] if node.inputs else []
         # The name is part of the key: nodes with equal commands in different matrix cells are
         # different work (they see their own DAGFLOW_NODE), and each has its own cache entry.
-        payload = json.dumps([node.name, plan.node_fingerprint(node), inputs, sorted(parent_keys)])
-        return hashlib.sha256(payload.encode()).hexdigest()
+        parts: list[object] = [node.name, plan.node_fingerprint(node), inputs, sorted(parent_keys)]
+        scripts = self._scripts(node.argv)
+        if scripts:  # appended only when there are any: keys of nodes that run no file stay as they were
+            parts.append([f"{path}\0{self._digest_path(path)}" for path in scripts])
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
     def hit(self, plan: Plan, key: str, node: Node) -> bool:
         if self._keys is None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dagflow.engines.base import EngineBase, EngineOption, Report
+from dagflow.engines.local.earlier_runs import unjournaled_nodes
 from dagflow.engines.local.engine import LocalEngine, resume_local, run_local
 from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.reporting import JsonReporter, PlainReporter, Reporter
@@ -47,7 +48,17 @@ class LocalEngineContract(EngineBase, LocalEngine):
         )
 
     def read_status(self, layout: RunLayout) -> RunStatus:
-        return read_status(layout)
+        status = read_status(layout)
+        if not status.runner_alive and not status.journal.finished:
+            status.unjournaled = unjournaled_nodes(layout)
+            running = sum(1 for rc in status.unjournaled.values() if rc is None)
+            if status.unjournaled:
+                status.notes.append(
+                    f"its runner died: {running} node(s) still run under its keeper, "
+                    f"{len(status.unjournaled) - running} ended since; `dagflow run --resume {layout.run_id}` "
+                    "adopts them (so does running the pipeline again)"
+                )
+        return status
 
     def resume(self, run_dir: Path) -> str:
         layout = RunLayout.from_run_dir(run_dir)

@@ -22,6 +22,7 @@ or the run was written by a dagflow from before the keeper).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -101,6 +102,7 @@ def _recorded_usage(event: dict) -> tuple[float, float, int, float] | None:
 
 def start_keeper(run_dir: Path, env: dict[str, str]) -> tuple[Child, int, int]:
     """Start a keeper for run_dir in its own process group: (its process, request fd, reply fd)."""
+    _stop_passing_on_inherited_descriptors()
     request_r, request_w = os.pipe()
     reply_r, reply_w = os.pipe()
     argv = keeper_command(run_dir, env)
@@ -115,6 +117,21 @@ def start_keeper(run_dir: Path, env: dict[str, str]) -> tuple[Child, int, int]:
     os.close(reply_w)
     os.set_blocking(reply_r, False)
     return Child(pid), request_w, reply_r
+
+
+def _stop_passing_on_inherited_descriptors() -> None:
+    """Descriptors this process inherited (a crontab line's `flock` lock, above all) are not passed on to
+    the keeper and its nodes: the lock must end with the runner that took it. Held by a node it would
+    outlive a killed runner, and held by a daemon a node left behind, it would skip every later firing."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:  # no /proc: nothing to look at
+        return
+    for name in names:
+        fd = int(name)
+        if fd > 2:
+            with contextlib.suppress(OSError):  # the directory's own descriptor, closed by now
+                os.set_inheritable(fd, False)
 
 
 NATIVE_KEEPER = Path(__file__).with_name("dagflow-keeper")
@@ -165,6 +182,14 @@ def is_keeper(pid: int | None, run_dir: Path) -> bool:
 
 def node_alive(pid: int, run_id: str, node: str) -> bool:
     return _is_node_process(pid, run_id, node)
+
+
+def is_child_of(pid: int, parent: int | None) -> bool:
+    """Whether pid is still parent's child: not reaped yet (running, or a zombie). For a node and its
+    live keeper this is proof the node is that keeper's, whatever its environment became (`env -i`):
+    until the keeper reaps it and records its exit, its pid cannot be reused."""
+    fields = _read_stat(pid)
+    return parent is not None and fields is not None and len(fields) > 1 and fields[1] == str(parent)
 
 
 class Child:

@@ -48,6 +48,7 @@ from dagflow.engines.local.graph import DagTracker
 from dagflow.engines.local.keeper import read_replies, request
 from dagflow.engines.local.memory_limit import MEMORY_CHECK_S, MemoryGrowth, group_rss_mb
 from dagflow.engines.local.memory_limit import enforced as memory_enforced
+from dagflow.engines.local.open_files import nodes_within_open_files
 from dagflow.engines.local.options import (
     RUN_FAILED,
     RUN_INTERRUPTED,
@@ -60,6 +61,7 @@ from dagflow.engines.local.procs import (
     Child,
     ProcEntry,
     command_for,
+    is_child_of,
     is_keeper,
     kill_group,
     kill_orphans,
@@ -96,6 +98,7 @@ from dagflow.run.lock import RunLock
 
 _HAS_PIDFD = hasattr(os, "pidfd_open")
 _FALLBACK_POLL_S = 0.02  # adopted nodes without pidfds (not Linux) are watched by polling at this interval
+_LONGEST_WAIT_S = 86400.0  # epoll refuses waits past INT_MAX ms (24.8 days): a long timeout wakes daily
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _EXIT_RECORD_WAIT_S = 10.0  # how long an adopted node's keeper may take to record its exit
 _KEEPER = 1  # selector data of the keeper's reply pipe (None: the wake pipe; a _Running: a pidfd)
@@ -146,7 +149,7 @@ class LocalRunner:
         self.layout = RunLayout(layout.runs_dir.absolute(), layout.run_id)  # the runner changes directory
         self.options = options
         self.forget = forget
-        self.jobs = options.jobs or machine.cpus
+        self.jobs = nodes_within_open_files(options.jobs or machine.cpus)
         self.pool = ResourcePool(machine, self.jobs)
         self.memory = MemoryGrowth(machine.memory_mb)  # nodes' memory limits, grown after an overrun
         gpu_reader = NvmlReader.open() if machine.gpus else None
@@ -306,6 +309,7 @@ class LocalRunner:
                 f"dagflow: skipped {prior.bad_lines} malformed line(s) in {self.layout.journal_path}",
                 file=sys.stderr,
             )
+        self.forget = self.forget | self._edited_since(prior)
         done = {name for name in prior.done() if name in self.plan.nodes and name not in self.forget}
         self.restarts = {name: record.restarts for name, record in prior.nodes.items() if record.restarts}
         for name in done:
@@ -368,6 +372,37 @@ class LocalRunner:
         self.reporter.run_finished(result)
         return result
 
+    def _edited_since(self, prior: JournalState) -> frozenset[str]:
+        """Finished nodes whose cache key changed since they ran (an edited script, config or input file),
+        and the finished nodes downstream of them: a resume runs them again rather than keep stale results."""
+        if self.cache is None:
+            return frozenset()
+        finished = prior.done()
+        edited: set[str] = set()
+        for name, node in self.plan.nodes.items():  # topological order: parents first
+            record = prior.nodes.get(name)
+            if name not in finished or record is None or not record.key:
+                continue
+            if any(parent in edited for parent in node.parents):
+                edited.add(name)
+                continue
+            keys = [self._recorded_key(prior, parent) for parent in node.parents]  # as _release gives them
+            if self.cache.key(self.plan, node, keys) != record.key:
+                edited.add(name)
+        if edited:
+            shown = ", ".join(sorted(edited)[:5]) + (", ..." if len(edited) > 5 else "")
+            print(
+                f"dagflow: {len(edited)} finished node(s) of run {self.layout.run_id} changed since they ran "
+                f"(a script, configuration or input file was edited): running them again: {shown}",
+                file=sys.stderr,
+            )
+        return frozenset(edited)
+
+    @staticmethod
+    def _recorded_key(prior: JournalState, name: str) -> str:
+        record = prior.nodes.get(name)
+        return (record.key if record is not None else None) or name
+
     def _forced_nodes(self) -> set[str]:
         if not self.options.force:
             return set()
@@ -406,7 +441,7 @@ class LocalRunner:
                     accept[name] = entry
             elif not wanted or not is_keeper(entry.keeper, run_dir):
                 lost.append((entry.pid, name))  # unwanted, or nothing can record its exit any more
-            elif node_alive(entry.pid, run_id, name):
+            elif is_child_of(entry.pid, entry.keeper):  # its keeper lives and has not reaped it
                 adopt[name] = entry
             else:  # it has just exited: its keeper is about to record how
                 entry.rc = self._recorded_exit(name, entry.pid, entry.keeper)
@@ -699,7 +734,7 @@ class LocalRunner:
         if polling:
             waits.append(_FALLBACK_POLL_S)
         due = [wait for wait in waits if wait is not None]
-        timeout = max(0.0, min(due)) if due else None
+        timeout = min(max(0.0, min(due)), _LONGEST_WAIT_S) if due else None
         for key, _ in self.selector.select(timeout):
             data = key.data
             if data is _KEEPER:

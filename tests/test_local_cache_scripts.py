@@ -1,0 +1,68 @@
+"""The files a node's command runs are part of what it computes: editing `evaluate.py` (or a config file
+named as `--config=FILE`) reruns that node and what depends on it, on a plain re-run and on `--resume`,
+although neither file is listed in `inputs`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_local_support import dagflow_cli
+
+PIPELINE = """\
+name: scripted
+steps:
+  evaluate:
+    command: [python, evaluate.py, --config=conf.txt]
+    outputs: [score.txt]
+  report:
+    needs: [evaluate]
+    command: [sh, -c, 'cat score.txt >> reports.txt; exit "$(cat report-rc 2>/dev/null || echo 0)"']
+"""
+EVALUATE = "conf = open('conf.txt').read().strip()\nopen('score.txt', 'w').write('VERSION ' + conf + '\\n')\n"
+
+
+def setup(tmp_path: Path) -> None:
+    (tmp_path / "pipeline.yaml").write_text(PIPELINE)
+    (tmp_path / "evaluate.py").write_text(EVALUATE.replace("VERSION", "v1"))
+    (tmp_path / "conf.txt").write_text("a\n")
+
+
+def run(tmp_path: Path, *args: str) -> dict[str, str]:
+    done = dagflow_cli("run", *args, cwd=tmp_path)
+    status = json.loads(dagflow_cli("status", "--json", cwd=tmp_path).stdout)
+    assert "Traceback" not in done.stderr, done.stderr
+    return {node["node"]: node["state"] for node in status["nodes"]}
+
+
+def reports(tmp_path: Path) -> list[str]:
+    return (tmp_path / "reports.txt").read_text().splitlines()
+
+
+def test_editing_a_script_or_a_config_file_the_command_names_reruns_it_and_its_dependents(tmp_path: Path) -> None:
+    setup(tmp_path)
+    assert run(tmp_path, "pipeline.yaml") == {"evaluate": "succeeded", "report": "succeeded"}
+    assert run(tmp_path, "pipeline.yaml") == {"evaluate": "cached", "report": "cached"}
+
+    (tmp_path / "evaluate.py").write_text(EVALUATE.replace("VERSION", "v2"))
+    assert run(tmp_path, "pipeline.yaml") == {"evaluate": "succeeded", "report": "succeeded"}
+    assert reports(tmp_path) == ["v1 a", "v2 a"]
+
+    (tmp_path / "conf.txt").write_text("b\n")
+    assert run(tmp_path, "pipeline.yaml") == {"evaluate": "succeeded", "report": "succeeded"}
+    assert reports(tmp_path) == ["v1 a", "v2 a", "v2 b"]
+    assert run(tmp_path, "pipeline.yaml") == {"evaluate": "cached", "report": "cached"}
+
+
+def test_resume_does_not_keep_a_finished_node_whose_script_was_edited_since(tmp_path: Path) -> None:
+    setup(tmp_path)
+    (tmp_path / "report-rc").write_text("3\n")
+    assert run(tmp_path, "pipeline.yaml") == {"evaluate": "succeeded", "report": "failed"}
+
+    (tmp_path / "evaluate.py").write_text(EVALUATE.replace("VERSION", "v2"))  # the fix is in the script
+    (tmp_path / "report-rc").unlink()
+    resumed = dagflow_cli("run", "--resume", "latest", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "changed since they ran" in resumed.stderr and "evaluate" in resumed.stderr
+    assert (tmp_path / "score.txt").read_text() == "v2 a\n"
+    assert reports(tmp_path) == ["v1 a", "v2 a"]
