@@ -329,6 +329,29 @@ def test_a_failure_stops_only_its_descendants_and_resume_runs_only_what_did_not_
     assert {name: _runs(workdir, name) for name in expected} == expected
 
 
+EDITED = f"""name: edited
+steps:
+  prep: {{command: {_ran("prep")}, resources: {SMALL}}}
+  train: {{command: {_ran("train.v1")}, needs: [prep], resources: {SMALL}}}
+  evaluate: {{command: {_ran("evaluate")}, needs: [train], resources: {SMALL}}}
+  side: {{command: {_ran("side")}, resources: {SMALL}}}
+"""
+
+
+def test_resume_after_editing_a_step_reruns_that_step_and_its_descendants_only(engine: Engine) -> None:
+    workdir = engine.new_workdir("edited")
+    _write(engine, workdir, EDITED)
+    code, result = _run(engine, workdir, "--engine", engine.name, "pipeline.yaml")
+    assert code == 0 and result["state"] == "succeeded", _shown(result)
+
+    _write(engine, workdir, EDITED.replace("train.v1", "train.v2"))  # the user fixes train's command
+    code, resumed = _run(engine, workdir, "--resume", result["run_id"])
+    assert code == 0, _shown(resumed)
+    assert (resumed["run_id"], resumed["state"]) == (result["run_id"], "succeeded"), _shown(resumed)
+    expected = {"prep": 1, "side": 1, "train.v1": 1, "train.v2": 1, "evaluate": 2}
+    assert {name: _runs(workdir, name) for name in expected} == expected
+
+
 RETRIES = f"""name: retries
 steps:
   flaky:

@@ -7,6 +7,7 @@ stderr has no `.err`. The node cache is a sibling of the runs directory (`.dagfl
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,8 +117,15 @@ class RunLayout:
         if not self.engine_path.exists():  # recorded once: a continued run keeps its engine
             write_atomic(self.engine_path, (engine + "\n").encode())
         write_atomic(self.plan_path, plan.to_json().encode())
+        self.record_pipeline(plan)
         self.journal_path.touch()
         self.mark_latest()
+
+    def record_pipeline(self, plan: Plan) -> None:
+        """Remember the content of the pipeline file a plain run (not a search trial) was planned from."""
+        source = pipeline_path(plan)
+        if source is not None and all(node.trial is None for node in plan.nodes.values()):
+            write_atomic(self.pipeline_hash_path, (file_hash(source) + "\n").encode())
 
     def mark_latest(self) -> None:
         """Make this run `latest`, unless it is a search's trial (the search owns those, not the user) or a
@@ -139,6 +147,20 @@ class RunLayout:
             raise RunNotFoundError(f"no run {self.run_id!r} under {self.runs_dir}") from None
         except (ValueError, KeyError, TypeError) as error:
             raise RunNotFoundError(f"{self.plan_path} is not a readable plan: {error}") from None
+
+
+def pipeline_path(plan: Plan) -> Path | None:
+    """The pipeline file a plan was expanded from, if it is a YAML file that still exists."""
+    source = Path(plan.source)
+    if not source.is_absolute():  # relative to where `dagflow run` ran; the workdir is its directory
+        source = Path(plan.workdir) / source.name
+    if source.suffix not in (".yaml", ".yml") or not source.is_file():
+        return None
+    return source
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def find_run(runs_dir: Path, run_id: str | None) -> RunLayout:

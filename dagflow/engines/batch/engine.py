@@ -8,6 +8,7 @@ dependencies, the node wrapper journals each node, and status folds in what only
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,10 +20,12 @@ from dagflow.engines.batch.records import JobRecord
 from dagflow.engines.batch.submitted import Submitted
 from dagflow.engines.local.graph import check_plan
 from dagflow.errors import DagflowError
+from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
 from dagflow.run.journal import DONE_STATES
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, find_run
+from dagflow.run.replan import changed_nodes, replanned
 from dagflow.run.status import RunStatus
 
 
@@ -85,7 +88,22 @@ class BatchEngine(EngineBase):
                 f"run {layout.run_id} still has {len(queued)} node(s) queued in {self.title}; "
                 f"wait for them or `dagflow cancel {layout.run_id}` first"
             )
-        done = {name for name, record in journal.nodes.items() if record.state in DONE_STATES}
+        forget: frozenset[str] = frozenset()
+        fresh = replanned(layout, plan)
+        if fresh is not None:  # the pipeline file was edited: run what the edit changed, and what follows it
+            forget = changed_nodes(plan, fresh)
+            write_atomic(layout.plan_path, fresh.to_json().encode())
+            layout.record_pipeline(fresh)
+            append_events(layout.journal_path, [{"e": "replan", "n": sorted(forget & journal.nodes.keys())}])
+            plan = fresh
+        done = {name for name, record in journal.nodes.items() if record.state in DONE_STATES and name not in forget}
+        if fresh is not None:
+            kept = sum(1 for name in plan.nodes if name in done)
+            print(
+                f"dagflow: {plan.source} changed since run {layout.run_id} was planned: re-planned from it "
+                f"({kept} finished node(s) kept, {len(plan.nodes) - kept} to run)",
+                file=sys.stderr,
+            )
         layout.mark_latest()
         return self._submit(layout, plan, [name for name in plan.nodes if name not in done], resume=True)
 

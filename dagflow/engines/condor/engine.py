@@ -32,9 +32,12 @@ from dagflow.engines.condor.schedd import (
 from dagflow.engines.condor.settings import CONDOR_OPTIONS
 from dagflow.engines.condor.transfer import DEFAULT_DATA_MODE, TRANSFER, DataModeError, resolve_data_mode
 from dagflow.errors import DagflowError, Diagnostic, SpecError
+from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
+from dagflow.run.journal import DONE_STATES
 from dagflow.run.layout import DEFAULT_RUNS_DIR, DRY_RUN_FILE, RunLayout
+from dagflow.run.replan import changed_nodes, replanned
 from dagflow.run.status import RUN_RUNNING, RunStatus
 from dagflow.spec import Spec, load_spec
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
@@ -43,6 +46,10 @@ from dagflow.spec.sharing import absolute_paths
 
 class CondorRunError(DagflowError):
     pass
+
+
+class NothingToResubmitError(CondorRunError):
+    """The run succeeded and its pipeline did not change since."""
 
 
 def check_transfer_spec(plan: Plan, data_mode: str | None) -> str:
@@ -146,12 +153,14 @@ def submit_prepared(prepared: Prepared, dry_run: bool = False, rescue: int | Non
     return Submission(prepared, text, cluster, rescue)
 
 
-def resubmit_condor(layout: RunLayout, dry_run: bool = False) -> Submission:
+def resubmit_condor(layout: RunLayout, dry_run: bool = False, options: DagOptions | None = None) -> Submission:
     """Submit the run again from DAGMan's newest rescue DAG, so nodes that finished are not rerun.
 
     The original DAG is submitted with -DoRescueFrom N (N the newest rescue number): DAGMan would pick
     the newest rescue DAG by itself, but naming it makes the choice visible and fails loudly if it is
     gone. A run that was never submitted (no schedd reachable then) is submitted as it was compiled.
+    When the pipeline file changed since the run was planned, the run is re-planned and compiled again
+    instead (see _resubmit_edited), as a local resume does.
     """
     prepared = load_prepared(layout)
     if not prepared.record.submissions:
@@ -162,14 +171,51 @@ def resubmit_condor(layout: RunLayout, dry_run: bool = False) -> Submission:
             f"run {layout.run_id} is still running (DAGMan job {prepared.record.latest.cluster}.0); "  # type: ignore[union-attr]
             f"`dagflow cancel {layout.run_id}` first"
         )
+    plan = layout.load_plan()
+    fresh = replanned(layout, plan)
+    if fresh is not None:
+        return _resubmit_edited(prepared, status, plan, fresh, dry_run, options)
     if status.state == "succeeded":
-        raise CondorRunError(f"run {layout.run_id} succeeded: nothing to resubmit")
+        raise NothingToResubmitError(f"run {layout.run_id} succeeded: nothing to resubmit")
     rescue = newest_rescue(prepared.dag)
     if rescue is None:
         raise CondorRunError(
             f"run {layout.run_id} has no rescue DAG ({prepared.dag.name}.rescue001...): DAGMan writes one when "
             "the DAG fails or its job is removed"
         )
+    return submit_prepared(prepared, dry_run, rescue)
+
+
+def _resubmit_edited(
+    prepared: Prepared, status: RunStatus, plan: Plan, fresh: Plan, dry_run: bool, options: DagOptions | None
+) -> Submission:
+    """Compile the re-planned run into its condor/ directory again and submit it from a rescue DAG of our
+    own, DAGMan's format, that marks DONE the nodes that finished and that the edit did not change: the
+    changed ones and everything downstream of them run again (a DAGMan rescue DAG would keep them DONE)."""
+    layout = prepared.layout
+    forget = changed_nodes(plan, fresh)
+    states = status.node_states()
+    kept = [name for name in fresh.nodes if name not in forget and states.get(name) in DONE_STATES]
+    print(
+        f"dagflow: {fresh.source} changed since run {layout.run_id} was planned: re-planned from it "
+        f"({len(kept)} finished node(s) kept, {len(fresh.nodes) - len(kept)} to run)",
+        file=sys.stderr,
+    )
+    rescue = (newest_rescue(prepared.dag) or 0) + 1
+    if dry_run:
+        return Submission(prepared, f"# would compile {fresh.source} again and mark {len(kept)} node(s) DONE", None,
+                          rescue)
+    mode = check_transfer_spec(fresh, prepared.record.data_mode)
+    dag = compile_plan(fresh, prepared.dag.parent, options=options, log_dir=layout.logs_dir, data_mode=mode)
+    if dag != prepared.dag:  # the pipeline was renamed: its DAG file with it
+        prepared.record.dag = str(dag)
+        prepared.record.save(layout.run_dir)
+    write_atomic(layout.plan_path, fresh.to_json().encode())
+    layout.record_pipeline(fresh)
+    # Node names passed escape.node_name when compiled: a DONE line holds nothing else.
+    lines = ["# Rescue DAG file written by dagflow: the pipeline was edited; unchanged finished nodes are DONE"]
+    lines += [f"DONE {name}" for name in kept]
+    write_atomic(Path(f"{dag}.rescue{rescue:03d}"), ("\n".join(lines) + "\n").encode())
     return submit_prepared(prepared, dry_run, rescue)
 
 
@@ -253,7 +299,7 @@ class CondorEngine(EngineBase):
         if asked and asked != recorded:
             raise CondorRunError(f"run {Path(run_dir).name} was compiled for the {recorded} data mode; "
                                  f"--data-mode {asked} applies to new runs only")
-        self.last = resubmit_condor(RunLayout.from_run_dir(run_dir), dry_run=self.settings["dry_run"])
+        self.last = resubmit_condor(RunLayout.from_run_dir(run_dir), self.settings["dry_run"], self.dag_options)
         return _handle(self.last)
 
     def wait(self, run_dir: Path) -> None:
@@ -272,8 +318,11 @@ class CondorEngine(EngineBase):
         """Submit the DAG (or, resuming, its rescue DAG unless the run succeeded) and wait for DAGMan to end."""
         layout = RunLayout.from_run_dir(run_dir)
         if plan is None:
-            if read_condor_status(layout).state != "succeeded":
+            try:
                 self.resume(run_dir)
+            except NothingToResubmitError:
+                pass  # its status, as it ended
+            else:
                 print(f"resubmitted run {layout.run_id}: DAGMan job {_handle(self.last)}", file=sys.stderr)
         else:
             self.submit(plan, run_dir)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import hashlib
 import os
 import signal
 import subprocess
@@ -37,6 +36,7 @@ from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
 from dagflow.run.layout import RunLayout, find_run
 from dagflow.run.lock import holder_pid, is_locked
+from dagflow.run.replan import changed_nodes, replanned
 from dagflow.run.status import read_status, run_engine
 
 
@@ -80,7 +80,6 @@ def prepare_run(plan: Plan, options: RunOptions) -> tuple[RunLayout, Machine]:
     plan = dataclasses.replace(plan, workdir=os.path.abspath(plan.workdir))
     try:
         layout.create(plan)
-        record_pipeline(layout, plan)
     except OSError as error:
         if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             raise
@@ -169,7 +168,7 @@ def _continue(layout: RunLayout, plan: Plan, fresh: Plan | None, options: RunOpt
         check_runnable(fresh, options)
         forget = changed_nodes(plan, fresh)
         write_atomic(layout.plan_path, fresh.to_json().encode())
-        record_pipeline(layout, fresh)
+        layout.record_pipeline(fresh)
         kept = sum(1 for name in fresh.nodes if name not in forget)
         print(
             f"dagflow: {fresh.source} changed since run {layout.run_id} was planned: re-planned from it "
@@ -180,60 +179,6 @@ def _continue(layout: RunLayout, plan: Plan, fresh: Plan | None, options: RunOpt
     machine = check_runnable(plan, options)
     layout.mark_latest()
     return LocalRunner(plan, layout, machine, options, forget).run()
-
-
-def pipeline_path(plan: Plan) -> Path | None:
-    """The pipeline file a plan was expanded from, if it is a YAML file that still exists."""
-    source = Path(plan.source)
-    if not source.is_absolute():  # relative to where `dagflow run` ran; the workdir is its directory
-        source = Path(plan.workdir) / source.name
-    if source.suffix not in (".yaml", ".yml") or not source.is_file():
-        return None
-    return source
-
-
-def record_pipeline(layout: RunLayout, plan: Plan) -> None:
-    """Remember the content of the pipeline file a plain run (not a search trial) was planned from."""
-    source = pipeline_path(plan)
-    if source is not None and all(node.trial is None for node in plan.nodes.values()):
-        write_atomic(layout.pipeline_hash_path, (_file_hash(source) + "\n").encode())
-
-
-def _file_hash(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def replanned(layout: RunLayout, plan: Plan) -> Plan | None:
-    """The plan expanded again from its pipeline file when that file changed since the run was planned
-    and gives a different plan; else None."""
-    from dagflow.plan.expand import expand
-    from dagflow.spec import load_spec
-
-    source = pipeline_path(plan)
-    try:
-        recorded = layout.pipeline_hash_path.read_text().strip()
-    except OSError:
-        return None  # planned from something else (a plan file, a search trial), or by an older dagflow
-    if source is None or _file_hash(source) == recorded:
-        return None
-    fresh = expand(load_spec(source), run_id=plan.run_id)
-    fresh = dataclasses.replace(fresh, workdir=os.path.abspath(fresh.workdir), source=plan.source)
-    return None if fresh.to_json() == plan.to_json() else fresh
-
-
-def changed_nodes(old: Plan, new: Plan) -> frozenset[str]:
-    """Nodes of new that differ from old: their own fingerprint or parents, or any ancestor's."""
-    changed: set[str] = set()
-    for name, node in new.nodes.items():  # topological order: parents first
-        before = old.nodes.get(name)
-        if (
-            before is None
-            or sorted(before.parents) != sorted(node.parents)
-            or any(parent in changed for parent in node.parents)
-            or old.node_fingerprint(before) != new.node_fingerprint(node)
-        ):
-            changed.add(name)
-    return frozenset(changed)
 
 
 class LocalEngine:

@@ -1,0 +1,49 @@
+"""Continuing a run after its pipeline file was edited: the plan expanded again from the file, and which
+nodes the edit changed (their own fingerprint, their parents, or any ancestor's). Every engine's resume
+uses it the same way: finished nodes the edit did not change stay finished, the rest run again.
+
+A run remembers the sha256 of the pipeline file it was planned from (`pipeline.sha256`, written when
+the run directory is created: RunLayout.create); runs planned from something else (a plan file, a search
+trial) have none and are never re-planned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from dagflow.plan import Plan
+from dagflow.run.layout import RunLayout, file_hash, pipeline_path
+
+
+def replanned(layout: RunLayout, plan: Plan) -> Plan | None:
+    """The plan expanded again from its pipeline file when that file changed since the run was planned
+    and gives a different plan; else None."""
+    from dagflow.plan.expand import expand
+    from dagflow.spec import load_spec
+
+    source = pipeline_path(plan)
+    try:
+        recorded = layout.pipeline_hash_path.read_text().strip()
+    except OSError:
+        return None  # planned from something else (a plan file, a search trial), or by an older dagflow
+    if source is None or file_hash(source) == recorded:
+        return None
+    fresh = expand(load_spec(source), run_id=plan.run_id)
+    fresh = dataclasses.replace(fresh, workdir=os.path.abspath(fresh.workdir), source=plan.source)
+    return None if fresh.to_json() == plan.to_json() else fresh
+
+
+def changed_nodes(old: Plan, new: Plan) -> frozenset[str]:
+    """Nodes of new that differ from old: their own fingerprint or parents, or any ancestor's."""
+    changed: set[str] = set()
+    for name, node in new.nodes.items():  # topological order: parents first
+        before = old.nodes.get(name)
+        if (
+            before is None
+            or sorted(before.parents) != sorted(node.parents)
+            or any(parent in changed for parent in node.parents)
+            or old.node_fingerprint(before) != new.node_fingerprint(node)
+        ):
+            changed.add(name)
+    return frozenset(changed)
