@@ -50,7 +50,7 @@ class Request:
         return self.method == "GET" and bool(self.key)
 
 
-Rule = Callable[[Request], str | None]  # -> None (pass), "slowdown", "truncate", "hold"
+Rule = Callable[[Request], str | None]  # -> None (pass), "slowdown", "truncate", "hold", "pause"
 
 
 @dataclass
@@ -101,6 +101,9 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self.end_headers()
                 self.wfile.write(SLOWDOWN)
                 return
+            if action == "pause":  # wait for the test's go-ahead (proxy.release), then pass the request on
+                proxy.record(request, "paused")
+                proxy.release.wait(60)
             if action == "hold" and request.method != "GET":
                 proxy.record(request, "held")
                 proxy.release.wait(60)
@@ -139,8 +142,12 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 
 
 @pytest.fixture
-def proxy(aws: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
-    """An empty bucket on moto_server, and AWS_ENDPOINT_URL pointing at a fault proxy in front of it."""
+def proxy(
+    aws: str, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FaultProxy]:
+    """An empty bucket on moto_server, AWS_ENDPOINT_URL pointing at a fault proxy in front of it, and a state
+    directory of the test's own (XDG_STATE_HOME: the journals of uploads, which the CLI processes share)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
     boto3.client("s3", endpoint_url=aws, region_name="us-east-1").create_bucket(Bucket=BUCKET)
     state = FaultProxy(upstream=aws)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))

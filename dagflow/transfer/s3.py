@@ -12,6 +12,17 @@ The same rules as the local sync (dagflow.transfer.local), for S3:
   transfer therefore never leaves anything that looks complete, and rerunning it resumes: what is
   complete is skipped.
 * Large files move in parts, several files move at once, and failures are retried (see retry.py).
+* Unfinished multipart uploads: an upload aborts only those that are provably stale, and only before
+  its own requests begin. S3 keeps (and bills) the parts of an upload nobody completes, so a killed
+  transfer's must go; but another transfer of the same key may be in the middle of its own, and
+  aborting that one makes its next part fail with NoSuchUpload. Provably stale means either
+  - a dead transfer's own: one listed in the journal of a dagflow upload that is no longer running
+    (s3journal.py), at any age; or
+  - begun longer ago than TransferOptions.stale_upload_age_s (7 days by default) and listed by no
+    running dagflow upload's journal, for the keys this transfer writes (uploads of other keys belong
+    to other writers).
+  A running transfer's uploads are never aborted by another; its own failed ones s3transfer aborts
+  itself. Without the permission to list or abort, uploads stay where they are.
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ from dagflow.transfer.s3client import (
     make_client,
     transfer_config,
 )
+from dagflow.transfer.s3journal import JournaledUpload, UploadJournal, reap_dead_journals
 from dagflow.transfer.s3url import S3Location
 
 SHA256_METADATA = "dagflow-sha256"
@@ -317,13 +329,16 @@ def upload(src: Path, dst: S3Location, *, options: TransferOptions, progress: Pr
     started = time.time()
     sync = _Sync(options, progress)
     existing = {obj.key: obj.size for obj in list_objects(sync.client, dst)} if src.is_dir() else None
-    abort_stale_uploads(sync.client, dst.bucket, {key for _, key in files}, started)
+    keys = {key for _, key in files}
+    abort_stale_uploads(sync.client, dst.bucket, keys, started=started, max_age_s=options.stale_upload_age_s)
     progress.set_total(len(files), sum(path.stat().st_size for path, _ in files))
 
     def job(path: Path, key: str) -> Callable[[], None]:
         return lambda: _upload_one(sync, path, dst.bucket, key, existing)
 
-    sync.run_all([(f"s3://{dst.bucket}/{key}", job(path, key)) for path, key in files])
+    with UploadJournal(sync.client.meta.endpoint_url) as journal:
+        journal.watch(sync.client)
+        sync.run_all([(f"s3://{dst.bucket}/{key}", job(path, key)) for path, key in files])
     return sync.result
 
 
@@ -374,25 +389,37 @@ def common_prefix(keys: set[str]) -> str:
     return prefix if len(keys) == 1 else prefix[: prefix.rfind("/") + 1]
 
 
-def abort_stale_uploads(client: Any, bucket: str, keys: set[str], before: float) -> int:
-    """Abort the unfinished multipart uploads that earlier, killed transfers left for these keys: S3 keeps
-    (and bills) their parts until then. Only uploads of a key this transfer writes, begun before this
-    transfer started, are aborted: other keys' uploads, and any begun since, belong to other writers.
-    Best effort: without the permission to list or abort, they stay. Returns how many were aborted."""
-    if not keys:
-        return 0
-    aborted = 0
+def abort_upload(client: Any, bucket: str, key: str, upload_id: str) -> bool:
+    """Abort one unfinished multipart upload; whether it is gone now (one completed or aborted meanwhile
+    answers NoSuchUpload)."""
     try:
+        client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+    except ClientError as error:
+        return error_code(error) == "NoSuchUpload"
+    return True
+
+
+def abort_stale_uploads(client: Any, bucket: str, keys: set[str], *, started: float, max_age_s: float) -> None:
+    """Abort the provably stale unfinished multipart uploads (see the module's docstring): those that dead
+    transfers' journals list, and those of these keys begun more than max_age_s before started (a
+    time.time() value) that no running transfer's journal lists."""
+    if not keys:
+        return
+
+    def reap(upload: JournaledUpload) -> bool:
+        return abort_upload(client, upload.bucket, upload.key, upload.upload_id)
+
+    try:
+        live = reap_dead_journals(client.meta.endpoint_url, reap, max_age_s=max_age_s)
         paginator = client.get_paginator("list_multipart_uploads")
         for page in paginator.paginate(Bucket=bucket, Prefix=common_prefix(keys)):
             for upload in page.get("Uploads", ()):
                 initiated = upload.get("Initiated")
-                if upload.get("Key") in keys and initiated is not None and initiated.timestamp() < before:
-                    client.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
-                    aborted += 1
+                old = initiated is not None and initiated.timestamp() < started - max_age_s
+                if upload.get("Key") in keys and old and upload["UploadId"] not in live:
+                    abort_upload(client, bucket, upload["Key"], upload["UploadId"])
     except ClientError:
         pass
     except BotoCoreError as error:
         if is_unreachable(error):
             raise s3_error(f"cannot list unfinished uploads in s3://{bucket}", error) from None
-    return aborted

@@ -18,6 +18,9 @@ from dagflow.transfer.retry import Backoff
 
 MB = 1024 * 1024
 MIN_PART_SIZE = 5 * MB  # S3 refuses smaller parts (except the last)
+# An unfinished multipart upload begun longer ago than this is stale, whoever began it (see s3.py): days
+# longer than any one upload runs, as an S3 lifecycle rule's AbortIncompleteMultipartUpload would set.
+STALE_UPLOAD_AGE_S = 7 * 24 * 3600.0
 
 
 class S3TransferError(DagflowError):
@@ -47,6 +50,7 @@ class TransferOptions:
     part_size: int = 8 * MB
     request_attempts: int = 5  # per HTTP request, by botocore (throttling, 5xx, connection errors)
     file_backoff: Backoff = field(default_factory=Backoff)  # per file, by dagflow
+    stale_upload_age_s: float = STALE_UPLOAD_AGE_S  # others' unfinished uploads older than this are aborted
 
     def __post_init__(self) -> None:
         if self.jobs < 1 or self.part_concurrency < 1:
@@ -55,6 +59,8 @@ class TransferOptions:
             raise DagflowError(f"part size must be at least {MIN_PART_SIZE // MB} MB (S3's minimum)")
         if self.multipart_threshold < MIN_PART_SIZE:
             raise DagflowError(f"multipart threshold must be at least {MIN_PART_SIZE // MB} MB")
+        if self.stale_upload_age_s < 0:
+            raise DagflowError("the stale upload age cannot be negative")
 
 
 def make_client(options: TransferOptions) -> Any:
