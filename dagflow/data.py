@@ -1,4 +1,4 @@
-"""Where the shipped data folders (condor-submit-templates/, policies/) are: in the wheel, or in a source
+"""Where the shipped data folders (submit/, policies/) are: in the wheel, or in a source
 checkout. An environment variable (DAGFLOW_SUBMIT_TEMPLATES, DAGFLOW_POLICIES) points at a user's edited
 copy instead.
 """
@@ -21,7 +21,7 @@ def with_import_root(pythonpath: str | None) -> str:
 
 # folder -> the environment variables that override it, first match wins (DAGFLOW_SUBMIT: the old name).
 OVERRIDES = {
-    "condor-submit-templates": ("DAGFLOW_SUBMIT_TEMPLATES", "DAGFLOW_SUBMIT"),
+    "submit": ("DAGFLOW_SUBMIT_TEMPLATES", "DAGFLOW_SUBMIT"),
     "policies": ("DAGFLOW_POLICIES",),
 }
 

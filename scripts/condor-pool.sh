@@ -243,9 +243,10 @@ down() {
 
 case ${1:-} in
     up) up ;;
+    unpack) mkdir -p "$STATE" && unpack ;;  # the tools alone (condor_dag_checker), no daemons
     down) down ;;
     status) master_alive && answering ;;
     env) echo "export CONDOR_CONFIG=$CONF PATH=$RELEASE/bin:\$PATH" ;;
     user) echo "$POOL_USER" ;;
-    *) echo "usage: $0 up|down|status|env|user" >&2; exit 2 ;;
+    *) echo "usage: $0 up|unpack|down|status|env|user" >&2; exit 2 ;;
 esac

@@ -40,6 +40,28 @@ def release_bin() -> Path | None:
     return found if (found / "condor_q").exists() else None
 
 
+def unpacked_release_bin() -> Path | None:
+    """The release's bin/, unpacked now if ../shared/htcondor has the tarball: tests that need only its tools
+    (condor_dag_checker) run whether or not a pool test ran first. None where there is no release."""
+    found = release_bin()
+    tarball = _tarball()
+    if found is not None or tarball is None or not tarball.exists():
+        return found
+    with cluster_lock("condor"):
+        if release_bin() is None:
+            subprocess.run([str(SCRIPT), "unpack"], check=True, capture_output=True, text=True)
+    return release_bin()
+
+
+def dag_checker() -> Path | None:
+    """condor_dag_checker: on PATH, or in the release (unpacked for it where there is one)."""
+    on_path = shutil.which("condor_dag_checker")
+    if on_path:
+        return Path(on_path)
+    release = unpacked_release_bin()
+    return release / "condor_dag_checker" if release is not None and (release / "condor_dag_checker").exists() else None
+
+
 def _tarball() -> Path | None:
     given = os.environ.get("DAGFLOW_CONDOR_TARBALL")
     if given:

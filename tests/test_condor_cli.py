@@ -93,7 +93,7 @@ def test_compile_default_output_dir(tmp_path: Path, monkeypatch) -> None:  # typ
 
 
 def test_dagflow_submit_points_compile_at_edited_templates(tmp_path: Path) -> None:
-    """DAGFLOW_SUBMIT_TEMPLATES (documented in the README) replaces the shipped condor-submit-templates/."""
+    """DAGFLOW_SUBMIT_TEMPLATES (documented in the README) replaces the shipped submit/."""
     import os
     import shutil
     import subprocess

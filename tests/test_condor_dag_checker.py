@@ -1,12 +1,12 @@
 """HTCondor's condor_dag_checker as the judge: it agrees with dagflow's parser on the DAG fixtures in
 tests/data/dags/, `dagflow lint` reports its findings, and every DAG dagflow compiles passes it.
 
-Skipped where neither PATH nor the unpacked release (tests/condor_pool.py) has condor_dag_checker."""
+Where ../shared/htcondor has the release, it is unpacked for these tests (tests/condor_pool.py) whether or not
+a pool test ran first; skipped only where neither PATH nor a release has condor_dag_checker."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from dagflow.cli import app
 from dagflow.engines.condor.compile import compile_plan
 from dagflow.engines.condor.lint import CHECKER, CHECKER_OPTIONS, lint_dag
 from tests.condor_helpers import regional_plan
-from tests.condor_pool import release_bin, state_dir
+from tests.condor_pool import dag_checker, state_dir
 from tests.test_condor_escape import HOSTILE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,17 +29,9 @@ PIPELINES = [*sorted((ROOT / "examples").glob("*/pipeline.yaml")), ROOT / "tests
 HOSTILE_ARGV = ["python", "train.py", *HOSTILE]
 
 
-def _find_checker() -> Path | None:
-    on_path = shutil.which(CHECKER)
-    if on_path:
-        return Path(on_path)
-    release = release_bin()
-    return release / CHECKER if release is not None and (release / CHECKER).exists() else None
-
-
 @pytest.fixture(scope="module")
 def checker() -> Path:
-    found = _find_checker()
+    found = dag_checker()
     if found is None:
         pytest.skip(f"{CHECKER} is neither on PATH nor in an unpacked HTCondor release ({state_dir()}/release)")
     return found

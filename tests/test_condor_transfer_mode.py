@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from condor_helpers import argv_of, environment_of, node_submit
-from condor_pool import release_bin
+from condor_pool import dag_checker
 
 from dagflow.engines.condor.compile import CondorCompileError, compile_plan
 from dagflow.engines.condor.engine import CondorEngine, CondorRunError, prepare_condor
@@ -87,8 +87,7 @@ def test_transfer_is_the_default_and_sends_inputs_scripts_and_outputs(tmp_path: 
 
 
 def test_the_dag_passes_condor_dag_checker(tmp_path: Path) -> None:
-    release = release_bin()
-    checker = shutil.which("condor_dag_checker") or (release / "condor_dag_checker" if release else None)
+    checker = dag_checker()
     if checker is None:
         pytest.skip("condor_dag_checker is neither on PATH nor in an unpacked HTCondor release")
     _, dag_path, _ = _compile(_example(tmp_path), tmp_path / "condor")

@@ -44,7 +44,7 @@ def compile_command(
 
     Writes <pipeline>.dag (JOB, VARS, RETRY, PRIORITY, CATEGORY, PARENT lines for every node),
 
-    one <step>.sub per step (filled from condor-submit-templates/<kind>.sub), and logs/ for each node's stdout/stderr.
+    one <step>.sub per step (filled from submit/<kind>.sub), and logs/ for each node's stdout/stderr.
 
     In the transfer data mode (the default) jobs run in their scratch directory with their declared inputs and
     scripts transferred in and declared outputs back; in the shared mode, `/usr/bin/env <argv>` in the

@@ -1,8 +1,8 @@
-"""Finding and filling the per-kind submit templates (`condor-submit-templates/<kind>.sub`).
+"""Finding and filling the per-kind submit templates (`submit/<kind>.sub`).
 
 They are found by dagflow.data.data_dir: the DAGFLOW_SUBMIT_TEMPLATES override, the package's
-dagflow/_data/condor-submit-templates (hatch force-include), or the repository root's
-condor-submit-templates/ in a source checkout.
+dagflow/_data/submit (hatch force-include), or the repository root's
+submit/ in a source checkout.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ REQUIRED_MACROS = ("$(DagflowArgs)", "$(DagflowEnv)")
 
 def template_dir() -> Path:
     """The directory holding <kind>.sub templates: DAGFLOW_SUBMIT_TEMPLATES, the installed copy, or the checkout's."""
-    return data_dir("condor-submit-templates")
+    return data_dir("submit")
 
 
 @cache
