@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import engine_plugin as plugin
 import pytest
 
 from dagflow.engines.registry import engine_class, engine_names
@@ -45,10 +46,10 @@ class Engine:
     own_view: Callable[[Path, str, str], str | None]  # (workdir, run id, node) -> running|queued|held|None
 
 
-def _local_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _local_cli(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "dagflow", *args], cwd=cwd, capture_output=True, text=True, check=False,
-        timeout=CLI_TIMEOUT_S,
+        timeout=CLI_TIMEOUT_S, env=env,
     )  # fmt: skip
 
 
@@ -112,13 +113,18 @@ def _condor_view(pool: Any) -> Callable[[Path, str, str], str | None]:
     return view
 
 
-def _plain_engine(name: str, tmp_path: Path, view: Callable[[Path, str, str], str | None]) -> Engine:
+def _plain_engine(
+    name: str,
+    tmp_path: Path,
+    view: Callable[[Path, str, str], str | None],
+    cli: Callable[[list[str], Path], subprocess.CompletedProcess[str]] = _local_cli,
+) -> Engine:
     def new_workdir(label: str) -> Path:
         path = tmp_path / label
         path.mkdir()
         return path
 
-    return Engine(name, new_workdir, _local_cli, lambda _path: None, view)
+    return Engine(name, new_workdir, cli, lambda _path: None, view)
 
 
 ENGINES = [
@@ -126,7 +132,13 @@ ENGINES = [
     pytest.param("slurm", id="slurm", marks=pytest.mark.cluster),
     pytest.param("sge", id="sge", marks=pytest.mark.cluster),
     pytest.param("condor", id="condor", marks=[pytest.mark.cluster, pytest.mark.condor_pool]),
+    pytest.param(plugin.NAME, id="plugin"),  # an engine installed from a package outside dagflow
 ]
+
+
+@pytest.fixture(scope="session")
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return plugin.install_plugin(tmp_path_factory.mktemp("plugin"))
 
 
 @pytest.fixture(params=ENGINES)
@@ -140,6 +152,9 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
     if name == "sge":
         request.getfixturevalue("sge_cluster")
         return _plain_engine(name, tmp_path, _sge_view)
+    if name == plugin.NAME:
+        env = plugin.plugin_env(request.getfixturevalue("plugin_site"))
+        return _plain_engine(name, tmp_path, _local_view, lambda args, cwd: _local_cli(args, cwd, env))
     pool = request.getfixturevalue("condor_pool")
     return Engine(
         name,
@@ -153,8 +168,8 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
 def test_every_registered_builtin_engine_is_covered() -> None:
     covered = {param.values[0] for param in ENGINES}
     assert set(engine_names()) <= covered, "a registered engine has no contract coverage"
-    assert {"local", "condor", "slurm", "sge"} <= covered
-    for name in covered:
+    assert {"local", "condor", "slurm", "sge", plugin.NAME} <= covered
+    for name in covered - {plugin.NAME}:  # the plugin is installed for the tests that run it, not here
         assert engine_class(name).name == name
 
 

@@ -18,7 +18,6 @@ from dagflow.cli import app
 from dagflow.engines.base import EngineBase, EngineOption, Report
 from dagflow.engines.condor.engine import prepare_condor
 from dagflow.engines.registry import (
-    BUILTIN_ENGINES,
     EngineChoiceError,
     engine_class,
     engine_names,
@@ -100,8 +99,8 @@ def invoke(*args: str):  # -> click.testing.Result
 
 
 def test_names_and_unknown_engines() -> None:
-    assert engine_names()[:3] == ["local", "condor", "slurm"]
-    with pytest.raises(EngineChoiceError, match="unknown engine 'nosuch'; choose one of local, condor, slurm"):
+    assert engine_names()[:4] == ["local", "condor", "sge", "slurm"]  # the default, then the entry points' order
+    with pytest.raises(EngineChoiceError, match="unknown engine 'nosuch'; choose one of local, condor, sge, slurm"):
         load_engine("nosuch")
     result = invoke("submit", "p.yaml", "--engine", "nosuch")
     assert result.exit_code == 2 and "unknown engine 'nosuch'" in result.output
@@ -111,8 +110,9 @@ def test_engines_are_imported_only_when_chosen() -> None:
     code = textwrap.dedent("""
         import sys
         from dagflow.engines.registry import engine_names, load_engine
-        engine_names()
-        assert not any(name.startswith(("dagflow.engines.condor", "dagflow.engines.slurm")) for name in sys.modules)
+        engine_names()  # reads the declarations (each engine's settings.py), not the engines
+        heavy = ("dagflow.engines.condor.engine", "dagflow.engines.slurm.engine", "htcondor2")
+        assert not any(name.startswith(heavy) for name in sys.modules)
         load_engine("slurm")
         assert "dagflow.engines.slurm.engine" in sys.modules and "dagflow.engines.condor.engine" not in sys.modules
     """)
@@ -190,7 +190,7 @@ def test_the_engine_is_recorded_once_and_old_runs_fall_back_on_markers(tmp_path:
 
 def test_every_builtin_engine_declares_the_same_options_apart_and_on_its_class() -> None:
     # The CLI reads the light declarations (registry `options`); the engine class must agree with them.
-    for name in BUILTIN_ENGINES:
+    for name in ("local", "condor", "slurm", "sge"):
         assert engine_options(name) == tuple(engine_class(name).options), name
 
 
@@ -203,3 +203,17 @@ def test_the_cli_imports_no_cluster_engine() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_the_builtin_engines_are_entry_points_like_any_plugin() -> None:
+    from importlib.metadata import entry_points
+
+    from dagflow.engines.base import EngineDeclaration
+
+    points = {point.name: point for point in entry_points(group="dagflow.engines")}
+    assert {"local", "condor", "slurm", "sge"} <= set(points)
+    for name in ("local", "condor", "slurm", "sge"):
+        declared = points[name].load()
+        assert isinstance(declared, EngineDeclaration)
+        assert engine_class(name).name == name
+    assert engine_names()[0] == "local"

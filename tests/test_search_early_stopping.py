@@ -260,3 +260,15 @@ def test_bad_early_stopping_blocks_exit_2_naming_the_field(tmp_path: Path, block
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr and "pipeline.yaml" in result.stderr
     assert not (tmp_path / ".dagflow" / "runs").exists()
+
+
+def test_early_stopping_on_an_engine_that_cannot_stream_metric_lines_is_refused(tmp_path: Path) -> None:
+    """HTCondor's transfer mode brings metric lines back only when the job ends: nothing could ever be
+    stopped, and the search used to label trials that ran to the end as stopped. Refused up front (the
+    engine declares it cannot stream), before any trial is submitted or a schedd is needed."""
+    pipeline = write_training(tmp_path / "p", budget=2, parallel=1, rule="median")
+    result = search_cli("run", str(pipeline), "--engine", "condor", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "early_stopping: the condor engine cannot show a trial's metric lines while it runs" in result.stderr
+    assert "--engine local" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / ".dagflow" / "runs").exists()

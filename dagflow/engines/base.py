@@ -11,6 +11,8 @@ An engine class declares:
   honours   the step fields it turns into placement (RESOURCE_FIELDS); `dagflow validate --engine`
             warns about the others
 and is built as EngineClass(runs_dir, settings) with settings keyed by option name (defaults filled in).
+Its package names it, its options and its capabilities in an EngineDeclaration, found through the
+`dagflow.engines` entry-point group (registry.py).
 """
 
 from __future__ import annotations
@@ -48,6 +50,30 @@ class EngineOption:
     commands: frozenset[str] = ENGINE_COMMANDS
     min: float | None = None
     metavar: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What callers may count on from an engine, beyond the contract."""
+
+    shared_filesystem: bool  # its jobs must see the run directory (the batch node wrapper journals into it)
+    streams_progress: bool  # metric lines a node writes can be read while it runs (early stopping)
+    arrays: bool  # it submits a step's nodes as one job array where the wiring allows
+
+
+@dataclass(frozen=True, slots=True)
+class EngineDeclaration:
+    """What an engine's `dagflow.engines` entry point names: enough to list it, build its flags and know its
+    capabilities without importing the engine itself (its scheduler's client libraries may be missing).
+
+    An installed package adds an engine with an entry point, exactly as the built-in ones are declared in
+    dagflow's pyproject.toml:  [project.entry-points."dagflow.engines"]  NAME = "its_module:DECLARATION"
+    (an entry point naming an Engine class instead is taken with that class's options and no capability)."""
+
+    target: str  # "module:Class" of the class implementing Engine
+    options: tuple[EngineOption, ...] = ()
+    capabilities: Capabilities = Capabilities(shared_filesystem=True, streams_progress=False, arrays=False)
+    legacy_marker: str | None = None  # a file marking a run it made before runs recorded their engine
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,12 @@
-"""The one registry of engines: name -> "module:Class", imported only when chosen.
+"""The one registry of engines: name -> its declaration (engines/base.py EngineDeclaration), the engine
+itself imported only when chosen.
 
-Every caller (the CLI, the search scheduler, status) picks engines here. A missing optional dependency
-(htcondor2, a Slurm client) is an error only for the engine that needs it. A new engine is one package
-and one line in BUILTIN_ENGINES (or a `register_engine` call from a plugin).
+Engines are plugins: each is found through the `dagflow.engines` entry-point group, the built-in ones
+(dagflow's own pyproject.toml) exactly as an engine installed from another package, so a third-party
+engine reaches `dagflow run --engine NAME` and every other caller by being installed. Every caller (the
+CLI, the search scheduler, status, schedules) picks engines here. A missing optional dependency
+(htcondor2, a Slurm client) is an error only for the engine that needs it. `register_engine` adds one at
+run time (tests, embedding programs).
 
 The engine that ran a run is recorded once, when its run directory is created (`<run_dir>/engine`, see
 RunLayout.create); every command that continues the run reads it back with engine_of_run.
@@ -10,75 +14,72 @@ RunLayout.create); every command that continues the run reads it back with engin
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from dagflow.engines.base import Engine, EngineOption
+from dagflow.engines.base import Capabilities, Engine, EngineDeclaration, EngineOption
 from dagflow.errors import DagflowError
 from dagflow.run.layout import RunLayout
+
+ENTRY_POINT_GROUP = "dagflow.engines"
+DEFAULT_ENGINE = "local"  # also what a run with no record and no marker was made by
 
 
 class EngineChoiceError(DagflowError):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class EngineEntry:
-    target: str  # "module:Class"
-    # A file or directory marking a run this engine made before runs recorded their engine; None: none.
-    legacy_marker: str | None = None
-    # "module:NAME" of the engine's option declarations, importable without the engine (the CLI builds
-    # every command's flags from all engines' options: importing every engine cost each command about
-    # 0.1 s). None: the engine class's own `options`.
-    options: str | None = None
+_registered: dict[str, EngineDeclaration] = {}  # register_engine's, over the installed ones
 
 
-BUILTIN_ENGINES: dict[str, EngineEntry] = {
-    "local": EngineEntry(
-        "dagflow.engines.local.contract:LocalEngineContract", options="dagflow.engines.local.settings:LOCAL_OPTIONS"
-    ),
-    "condor": EngineEntry(
-        "dagflow.engines.condor.engine:CondorEngine", legacy_marker="condor/run.json",
-        options="dagflow.engines.condor.settings:CONDOR_OPTIONS",
-    ),
-    "slurm": EngineEntry(
-        "dagflow.engines.slurm.engine:SlurmEngine", legacy_marker="slurm",
-        options="dagflow.engines.slurm.settings:SLURM_OPTIONS",
-    ),
-    "sge": EngineEntry(
-        "dagflow.engines.sge.engine:SgeEngine", legacy_marker="sge", options="dagflow.engines.sge.settings:SGE_OPTIONS"
-    ),
-}  # fmt: skip
-DEFAULT_ENGINE = "local"  # also what a run with no record and no marker was made by
+@functools.cache
+def _installed() -> dict[str, EngineDeclaration]:
+    """Every engine the dagflow.engines entry points name (the default first), read once a process."""
+    found: dict[str, EngineDeclaration] = {}
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda point: point.name != DEFAULT_ENGINE):
+        found.setdefault(point.name, _declaration(point.name, point.value))
+    if not found:
+        raise EngineChoiceError(
+            "no engines are registered: dagflow's package metadata is missing (install it: pip install -e .)"
+        )
+    return found
 
-_ENGINES: dict[str, EngineEntry] = dict(BUILTIN_ENGINES)
+
+def _engines() -> dict[str, EngineDeclaration]:
+    return {**_installed(), **_registered}
+
+
+def _declaration(name: str, value: str) -> EngineDeclaration:
+    """What an entry point names: a declaration, or (a minimal plugin) the engine class itself."""
+    loaded = _import(name, value)
+    if isinstance(loaded, EngineDeclaration):
+        return loaded
+    return EngineDeclaration(value, tuple(getattr(loaded, "options", ())))
 
 
 def register_engine(name: str, target: str, legacy_marker: str | None = None) -> None:
     """Add (or replace) an engine: target is "module:Class", the class implementing engines.base.Engine."""
     if ":" not in target:
         raise ValueError(f"engine target {target!r} must be 'module:Class'")
-    _ENGINES[name] = EngineEntry(target, legacy_marker)
+    _registered[name] = EngineDeclaration(target, legacy_marker=legacy_marker)
 
 
 def unregister_engine(name: str) -> None:
-    if name in BUILTIN_ENGINES:
-        _ENGINES[name] = BUILTIN_ENGINES[name]
-    else:
-        _ENGINES.pop(name, None)
+    _registered.pop(name, None)
 
 
 def engine_names() -> list[str]:
-    return list(_ENGINES)
+    return list(_engines())
 
 
-def _entry(name: str) -> EngineEntry:
-    entry = _ENGINES.get(name)
+def _entry(name: str) -> EngineDeclaration:
+    entry = _engines().get(name)
     if entry is None:
-        raise EngineChoiceError(f"unknown engine {name!r}; choose one of {', '.join(_ENGINES)}")
+        raise EngineChoiceError(f"unknown engine {name!r}; choose one of {', '.join(_engines())}")
     return entry
 
 
@@ -100,11 +101,15 @@ def load_engine(name: str, runs_dir: Path | None = None, settings: Mapping[str, 
 
 
 def engine_options(name: str) -> tuple[EngineOption, ...]:
-    """The options an engine declares, without importing the engine where its entry names them apart."""
+    """The options an engine declares (its declaration's, or for one registered at run time, its class's)."""
     entry = _entry(name)
-    if entry.options is None:
+    if name in _registered:
         return tuple(engine_class(name).options)
-    return tuple(_import(name, entry.options))
+    return entry.options
+
+
+def engine_capabilities(name: str) -> Capabilities:
+    return _entry(name).capabilities
 
 
 def engine_of_run(layout: RunLayout) -> str:
@@ -112,7 +117,7 @@ def engine_of_run(layout: RunLayout) -> str:
     recorded = layout.recorded_engine()
     if recorded is not None:
         return recorded
-    for name, entry in _ENGINES.items():
+    for name, entry in _engines().items():
         if entry.legacy_marker is not None and (layout.run_dir / entry.legacy_marker).exists():
             return name
     return DEFAULT_ENGINE

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from dagflow.engines.base import Engine
+from dagflow.engines.registry import engine_capabilities, engine_names
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
@@ -110,6 +111,10 @@ DEFAULT_START_GRACE_S = 120.0
 # Fault injection for the crash tests: seconds to wait between recording a stop decision and cancelling
 # the trial's run, so a test can kill -9 the scheduler inside that window.
 STOP_PAUSE_ENV = "DAGFLOW_SEARCH_STOP_PAUSE_S"
+
+
+class EngineCannotStreamError(DagflowError):
+    """early_stopping with an engine that cannot show metric lines while a trial runs."""
 
 
 class SearchBusyError(DagflowError):
@@ -244,6 +249,14 @@ class Scheduler:
         spec = self.source.early_stopping
         if spec is None:
             return None
+        if self.options.engine and not engine_capabilities(self.options.engine).streams_progress:
+            raise EngineCannotStreamError(
+                f"early_stopping: the {self.options.engine} engine cannot show a trial's metric lines while it "
+                "runs (they come back when the job ends), so no trial could be stopped early; remove "
+                "early_stopping, or run the search with an engine that streams them (--engine "
+                + ", ".join(name for name in engine_names() if engine_capabilities(name).streams_progress)
+                + ")"
+            )
         goal = self.source.goal
         return EarlyStopper(spec, self.source.metric, lambda value: loss(value, goal), self._progress_files)
 

@@ -3,7 +3,7 @@ engine's flags without importing the engines (engines/registry.py `options`)."""
 
 from __future__ import annotations
 
-from dagflow.engines.base import EngineOption
+from dagflow.engines.base import Capabilities, EngineDeclaration, EngineOption
 from dagflow.spec.model import DATA_MODES
 
 _STARTING = frozenset({"run", "submit"})  # options that shape a new run's submission
@@ -19,4 +19,14 @@ CONDOR_OPTIONS = (
                  metavar="|".join(DATA_MODES)),
     EngineOption("dry_run", ("--dry-run",), "condor: print the DAGMan job's submit description; submit nothing.",
                  bool, False, commands=frozenset({"submit", "resubmit"})),
+)
+
+
+# The transfer data mode (the default) shares nothing; metric lines stay on the execute node until the
+# job ends, so early stopping cannot see them.
+ENGINE = EngineDeclaration(
+    "dagflow.engines.condor.engine:CondorEngine",
+    CONDOR_OPTIONS,
+    Capabilities(shared_filesystem=False, streams_progress=False, arrays=False),
+    legacy_marker="condor/run.json",
 )

@@ -45,6 +45,7 @@ class LocalEngineContract(EngineBase, LocalEngine):
             kill_grace_s=given["kill_grace"],
             reporter=reporter,
             handle_signals=handle_signals,
+            engine=self.name,
         )
 
     def read_status(self, layout: RunLayout) -> RunStatus:

@@ -60,13 +60,14 @@ def pipeline_identity(plan: Plan) -> tuple[str, str]:
     return workdir, os.path.realpath(source)
 
 
-def earlier_runs(plan: Plan, runs_dir: Path) -> EarlierRuns:
-    """Unsettled local runs of plan's pipeline under runs_dir, newest first."""
+def earlier_runs(plan: Plan, runs_dir: Path, engine: str = "local") -> EarlierRuns:
+    """Unsettled runs of plan's pipeline that engine (the local one, or one built on it) made under runs_dir,
+    newest first."""
     identity = pipeline_identity(plan)
     found = EarlierRuns([], [])
     for run_id in reversed(list_runs(runs_dir)):
         layout = RunLayout(runs_dir, run_id)
-        if run_id == plan.run_id or not _may_be_unsettled(layout):
+        if run_id == plan.run_id or not _may_be_unsettled(layout, engine):
             continue
         locked = is_locked(layout.lock_path)
         pending = frozenset() if locked else _pending_nodes(layout)
@@ -85,11 +86,11 @@ def earlier_runs(plan: Plan, runs_dir: Path) -> EarlierRuns:
     return found
 
 
-def _may_be_unsettled(layout: RunLayout) -> bool:
+def _may_be_unsettled(layout: RunLayout, engine: str) -> bool:
     run_dir = layout.run_dir
     if (run_dir / SEARCH_TRIAL_FILE).exists() or (run_dir / DRY_RUN_FILE).exists():
         return False
-    if (layout.recorded_engine() or "local") != "local":
+    if (layout.recorded_engine() or "local") != engine:
         return False
     return not _ends_with_finish(layout.journal_path)
 

@@ -79,7 +79,7 @@ def prepare_run(plan: Plan, options: RunOptions) -> tuple[RunLayout, Machine]:
         )
     plan = dataclasses.replace(plan, workdir=os.path.abspath(plan.workdir))
     try:
-        layout.create(plan)
+        layout.create(plan, engine=options.engine)
     except OSError as error:
         if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             raise
@@ -106,7 +106,7 @@ def run_local(plan: Plan, options: RunOptions | None = None) -> RunResult:
 def _run_cut_short(plan: Plan, options: RunOptions) -> RunResult | None:
     """Continue the earlier run of plan's pipeline that a crash cut short, if there is one (else None);
     refuse when a live runner runs the same nodes, or a cut-short run has live nodes plan does not hold."""
-    earlier = earlier_runs(plan, Path(options.runs_dir).absolute())
+    earlier = earlier_runs(plan, Path(options.runs_dir).absolute(), options.engine)
     for live in earlier.running:
         if set(live.plan.nodes) == set(plan.nodes):
             pid = f" (runner pid {live.runner_pid})" if live.runner_pid else ""
@@ -150,7 +150,7 @@ def resume_local(run_id: str | None, options: RunOptions | None = None) -> RunRe
     options = options or RunOptions()
     layout = find_run(Path(options.runs_dir), run_id)
     engine = run_engine(layout)
-    if engine != "local":
+    if engine != options.engine:
         # Its nodes ran (or run) elsewhere and its journal is not the local runner's: running it here
         # would run finished work again and write into another engine's run directory.
         raise RunExistsError(

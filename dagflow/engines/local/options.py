@@ -34,6 +34,7 @@ class RunOptions:
     reporter: Reporter | None = None
     # SIGINT/SIGTERM stop the run cleanly; only possible when run() is called on the main thread.
     handle_signals: bool = False
+    engine: str = "local"  # the engine recorded in the runs it makes: this one, or an engine built on it
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ engine's flags without importing the engines (engines/registry.py `options`)."""
 
 from __future__ import annotations
 
-from dagflow.engines.base import EngineOption
+from dagflow.engines.base import Capabilities, EngineDeclaration, EngineOption
 
 LOCAL_OPTIONS = (
     EngineOption("jobs", ("--jobs", "-j"), "Nodes running at once (default: the cpu count).", int, None, min=1),
@@ -14,4 +14,12 @@ LOCAL_OPTIONS = (
     ),
     EngineOption("no_cache", ("--no-cache",), "Run every node; skip nothing.", bool, False),
     EngineOption("kill_grace", ("--kill-grace",), "Seconds between SIGTERM and SIGKILL.", float, 10.0, min=0),
+)
+
+
+# Nodes run here, in the pipeline's directory; their metric lines are read as they are written.
+ENGINE = EngineDeclaration(
+    "dagflow.engines.local.contract:LocalEngineContract",
+    LOCAL_OPTIONS,
+    Capabilities(shared_filesystem=True, streams_progress=True, arrays=False),
 )

@@ -1,0 +1,70 @@
+"""An engine from outside dagflow, installed as a third-party engine would be: a package with a
+`dagflow.engines` entry point, built and installed (pip, into a directory of its own) by the test session.
+It is the local engine under another name, so the engine-contract tests hold it to the same outcomes; what
+they prove is the plugin path: discovery, `--engine tiny` on every command, its options as flags, its runs
+recorded as its own and continued by it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+NAME = "tiny"
+
+PYPROJECT = """\
+[build-system]
+requires = ["hatchling>=1.21"]
+build-backend = "hatchling.build"
+
+[project]
+name = "dagflow-tiny-engine"
+version = "0.1.0"
+
+[project.entry-points."dagflow.engines"]
+tiny = "dagflow_tiny_engine:ENGINE"
+"""
+
+MODULE = '''\
+"""A third-party dagflow engine: the local one under another name."""
+
+from typing import ClassVar
+
+from dagflow.engines.base import Capabilities, EngineDeclaration
+from dagflow.engines.local.contract import LocalEngineContract
+from dagflow.engines.local.settings import LOCAL_OPTIONS
+
+
+class TinyEngine(LocalEngineContract):
+    name: ClassVar[str] = "tiny"
+    summary: ClassVar[str] = "a plugin engine: nodes run on this machine"
+
+
+ENGINE = EngineDeclaration(
+    "dagflow_tiny_engine:TinyEngine",
+    LOCAL_OPTIONS,
+    Capabilities(shared_filesystem=True, streams_progress=True, arrays=False),
+)
+'''
+
+
+def install_plugin(root: Path) -> Path:
+    """Build and install the plugin package under root; the directory to put on PYTHONPATH."""
+    source, site = root / "src", root / "site"
+    (source / "dagflow_tiny_engine").mkdir(parents=True)
+    (source / "pyproject.toml").write_text(PYPROJECT)
+    (source / "dagflow_tiny_engine" / "__init__.py").write_text(textwrap.dedent(MODULE))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target",
+         str(site), str(source)],
+        check=True, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    return site
+
+
+def plugin_env(site: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    return env
