@@ -1,12 +1,19 @@
 """The lines of a batch script that run nodes through the node wrapper (node.py), for Slurm and Grid Engine.
 
 A script runs one node, or one node per array task: `case "$<task variable>" in <task>) exec wrapper ...`.
-Every argument is shell-quoted; the job id is the one shell expansion (`$SLURM_JOB_ID`, `$JOB_ID`).
+Every value is one shell word (shell_word); the job id is the one shell expansion (`$SLURM_JOB_ID`, `$JOB_ID`).
+
+Each line of a script is one dagflow wrote: a value never starts a line of its own. sbatch reads `#SBATCH`
+(also `#PBS`, `#BSUB`) lines up to the first command and qsub reads `#$` lines anywhere in the file, so a
+line break inside a comment, or even inside a quoted argument, would let a value run as shell or be read
+as a directive. A value with a control character is therefore written in bash's `$'...'` form, with
+every such character as `\\xHH` bytes.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -14,12 +21,49 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagflow.data import IMPORT_ROOT
+from dagflow.errors import DagflowError
 from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, StepInfo
 from dagflow.run.layout import RunLayout
 from dagflow.run.usage import requested_of
+from dagflow.text import CONTROL_CHARACTERS
 
 KILL_GRACE_S = 10
 SINGLE = -1  # the task id of a unit that is one node, not an array
+
+
+# What a plain single-quoted word cannot hold on one line: control characters, and lone surrogates (the
+# undecodable bytes of a file name, under surrogateescape).
+_UNSAFE = re.compile(rf"{CONTROL_CHARACTERS.pattern}|[\ud800-\udfff]")
+_ESCAPED_IN_ANSI_C = re.compile(rf"{_UNSAFE.pattern}|['\\]")
+
+
+class JobScriptError(DagflowError):
+    """A value no job script can carry (exit code 2)."""
+
+
+def shell_word(value: str) -> str:
+    """value as one bash word that fits on one line, read back by bash as exactly value."""
+    if not _UNSAFE.search(value):
+        return shlex.quote(value)
+    if "\x00" in value:
+        raise JobScriptError(
+            f"{value!r} contains a NUL character, which no command line, environment or path can carry"
+        )
+    return "$'" + _ESCAPED_IN_ANSI_C.sub(lambda match: _ansi_c(match.group(), value), value) + "'"
+
+
+def _ansi_c(char: str, value: str) -> str:
+    if char in "'\\":
+        return "\\" + char
+    try:
+        raw = char.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise JobScriptError(f"{value!r} contains {char!r}, a lone surrogate that no file can hold") from None
+    return "".join(f"\\x{byte:02x}" for byte in raw)  # bytes, so bash reads it the same in every locale
+
+
+def shell_line(words: list[str]) -> str:
+    return " ".join(shell_word(word) for word in words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +86,11 @@ def environment(plan: Plan, run_dir: Path) -> list[str]:
     """What every node's script exports, as the local engine gives it to a node."""
     bin_dir = os.path.dirname(sys.executable)
     return [
-        f"export DAGFLOW_RUN_ID={shlex.quote(plan.run_id)}",
-        f"export DAGFLOW_RUN_DIR={shlex.quote(str(run_dir))}",
+        f"export DAGFLOW_RUN_ID={shell_word(plan.run_id)}",
+        f"export DAGFLOW_RUN_DIR={shell_word(str(run_dir))}",
         # Like the local engine: `python` and `dagflow` in a node are the submitter's virtualenv's.
-        f'export PATH={shlex.quote(bin_dir)}:"$PATH"',
-        f"export PYTHONPATH={shlex.quote(IMPORT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}",
+        f'export PATH={shell_word(bin_dir)}:"$PATH"',
+        f"export PYTHONPATH={shell_word(IMPORT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}",
     ]
 
 
@@ -81,9 +125,7 @@ def wrapper_command(
             words += ["--parent", parent]
     if cancel is not None:
         words += ["--cancel-marker", str(cancel.path), "--submission", str(cancel.submission)]
-    quoted = " ".join(shlex.quote(word) for word in words)
-    argv = " ".join(shlex.quote(arg) for arg in node_argv(node, step))
-    return f'exec {quoted} --job "{job_ref}" -- {argv}'
+    return f'exec {shell_line(words)} --job "{job_ref}" -- {shell_line(node_argv(node, step))}'
 
 
 def job_script(
@@ -103,8 +145,8 @@ def job_script(
     job_ref, task_variable = ids
     header = [
         "#!/bin/bash",
-        f"# dagflow run {plan.run_id}, step {step.name}: {len(tasks)} node(s). Submitted with:",
-        f"#   {command} " + " ".join(shlex.quote(arg) for arg in argv),
+        f"# dagflow run {shell_word(plan.run_id)}, step {shell_word(step.name)}: {len(tasks)} node(s). Submitted with:",
+        f"#   {command} {shell_line(argv)}",
         *environment(plan, run_dir),
     ]
 

@@ -7,6 +7,7 @@ step's units, the job records and the withdrawal of a half-done submission are t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
 from pathlib import Path
@@ -17,8 +18,31 @@ from dagflow.engines.slurm.units import Unit
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan, StepInfo, attributes
 from dagflow.plan.attributes import attribute_name
+from dagflow.text import CONTROL_CHARACTERS
 
 PARALLEL_SUBMITS = 8  # each submit is one process and one scheduler round trip per job
+
+
+class OptionPathError(DagflowError):
+    """A path a scheduler option would read as something else (exit code 2)."""
+
+
+def option_path(path: Path, option: str, scheduler: str, refused: Mapping[str, str]) -> str:
+    """path as the value of a scheduler option, or OptionPathError when the scheduler would not take it
+    literally: a control character anywhere (it cannot stay on one line), or one of the option's own
+    syntax characters (refused: character -> what the scheduler makes of it)."""
+    text = str(path)
+    found = [(text.index(char), char, why) for char, why in refused.items() if char in text]
+    control = CONTROL_CHARACTERS.search(text)
+    if control:
+        found.append((control.start(), control.group(), "a line break or other control character"))
+    if not found:
+        return text
+    position, char, why = min(found)
+    raise OptionPathError(
+        f"{option} {text!r}: {scheduler} cannot take {char!r} (position {position}) in this path: {why}; "
+        "move the pipeline, or the runs directory (--runs-dir), to a path without it"
+    )
 
 
 def job_attributes(plan: Plan, unit: Unit, with_node: bool) -> dict[str, object]:

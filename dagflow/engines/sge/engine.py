@@ -8,8 +8,9 @@ alike is engines/batch/engine.py.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from dagflow.engines.base import EngineOption
 from dagflow.engines.batch.engine import BatchEngine
@@ -17,7 +18,7 @@ from dagflow.engines.batch.records import JobRecord
 from dagflow.engines.batch.submitted import Submitted
 from dagflow.engines.sge import commands
 from dagflow.engines.sge.observe import OBSERVER
-from dagflow.engines.sge.settings import DEFAULT_PE, SGE_OPTIONS
+from dagflow.engines.sge.settings import DEFAULT_PE, SGE_OPTIONS, checked_pe
 from dagflow.engines.sge.submit import submit_nodes
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
@@ -45,6 +46,10 @@ class SgeEngine(BatchEngine):
     options: ClassVar[tuple[EngineOption, ...]] = SGE_OPTIONS
     observer = OBSERVER
     run_error = SgeRunError
+
+    def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
+        super().__init__(runs_dir, settings)
+        checked_pe(self.pe)  # before anything is created: the name reaches qsub and the job scripts
 
     @property
     def pe(self) -> str:

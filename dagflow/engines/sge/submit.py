@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from dagflow.engines.batch.submission import UnitSubmission, job_attributes, time_limit_s
+from dagflow.engines.batch.submission import UnitSubmission, job_attributes, option_path, time_limit_s
 from dagflow.engines.sge import commands
 from dagflow.engines.sge.records import JobRecord, SgeRecords
 from dagflow.engines.sge.script import render_script
@@ -24,6 +24,10 @@ from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 
 _NOT_IN_NAME = re.compile(r"[\s/:@\\*?,]")  # characters Grid Engine refuses in a job name (and -ac's comma)
+# Measured with qsub 8.1.9: -o and -wd expand $JOB_ID, $TASK_ID, $HOME, ... (a job in Eqw when the result is
+# missing); -o reads `host:path` and a comma-separated list.
+_EXPANDS = {"$": "Grid Engine expands $JOB_ID, $HOME, ... in it"}
+_IN_OUTPUT = {**_EXPANDS, ":": "-o reads it as host:path", ",": "-o reads it as a list of paths"}
 
 
 def context(plan: Plan, unit: Unit) -> str:
@@ -38,8 +42,8 @@ def qsub_options(plan: Plan, unit: Unit, records: SgeRecords, pe: str = DEFAULT_
     options = [
         "-N", _NOT_IN_NAME.sub("_", f"{unit.name}.{plan.run_id}"),
         "-S", "/bin/bash",
-        "-wd", str(Path(plan.workdir).absolute()),
-        "-o", str(records.wrapper_log),
+        "-wd", option_path(Path(plan.workdir).absolute(), "-wd", "Grid Engine", _EXPANDS),
+        "-o", option_path(records.wrapper_log, "-o", "Grid Engine", _IN_OUTPUT),
         "-j", "y",
         "-r", "n",
         "-ac", context(plan, unit),
@@ -86,7 +90,8 @@ class Submission(UnitSubmission):
         options = qsub_options(self.plan, unit, self.records, self.pe) + self._holds(unit)
         path = self.records.scripts_dir / f"{self.sub}-{unit.name}.sh"
         cancel = self.records.cancel_marker(self.sub)
-        path.write_text(render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options, cancel))
+        script = render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options, cancel)
+        path.write_text(script, encoding="utf-8")
         return commands.qsub(options, str(path))
 
     def _node_ref(self, record: JobRecord, task: int) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from itertools import groupby
 from pathlib import Path
 
-from dagflow.engines.batch.submission import UnitSubmission, job_attributes, time_limit_s
+from dagflow.engines.batch.submission import UnitSubmission, job_attributes, option_path, time_limit_s
 from dagflow.engines.slurm import commands
 from dagflow.engines.slurm.records import JobRecord, SlurmRecords
 from dagflow.engines.slurm.script import render_script
@@ -39,16 +39,24 @@ def comment(plan: Plan, unit: Unit) -> str:
     return json.dumps(job_attributes(plan, unit, with_node=False), separators=(",", ":"))
 
 
+def filename_pattern(path: Path, option: str) -> str:
+    """A path as sbatch's --output/--error read it: `%` starts a replacement (`%j`: the job id), so it
+    is doubled; a backslash anywhere turns replacements off and is dropped, so it is refused."""
+    text = option_path(path, option, "Slurm", {"\\": "Slurm drops backslashes from output file names"})
+    return text.replace("%", "%%")
+
+
 def sbatch_options(plan: Plan, unit: Unit, records: SlurmRecords) -> list[str]:
     step = plan.steps[unit.step]
     res = step.resources
+    log = filename_pattern(records.wrapper_log, "--output")
     options = [
         f"--job-name={unit.name}:{plan.run_id}",
         f"--comment={comment(plan, unit)}",
         f"--cpus-per-task={res.cpus}",
         f"--mem={res.memory_mb}M",
-        f"--output={records.wrapper_log}",
-        f"--error={records.wrapper_log}",
+        f"--output={log}",
+        f"--error={log}",
         "--open-mode=append",
         "--no-requeue",
         # The same as the cluster's DependencyParameters=kill_invalid_depend, for clusters without it:
@@ -88,7 +96,8 @@ class Submission(UnitSubmission):
             options.append(f"--dependency={dependency}")
         path = self.records.scripts_dir / f"{self.sub}-{unit.name}.sh"
         cancel = self.records.cancel_marker(self.sub)
-        path.write_text(render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options, cancel))
+        script = render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options, cancel)
+        path.write_text(script, encoding="utf-8")
         return commands.sbatch(options, str(path))
 
     def _node_ref(self, record: JobRecord, task: int) -> str:
