@@ -19,3 +19,8 @@ def _escaped(match: re.Match[str]) -> str:
     if char == "\t":
         return char
     return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """`1 node`, `2 nodes`, `0 nodes`: count with the noun agreeing (nouns: an irregular plural)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"

@@ -137,7 +137,7 @@ def test_publish_and_promote_are_validated_with_locations() -> None:
     assert "steps.train.publish: publish belongs to train steps (kind: train)" in text
     assert "steps.train.publish: publish uploads the step's outputs, but the step lists none" in text
     assert "not a valid S3 bucket name" in text
-    assert "steps.evaluate.promote_if.better: input should be 'lower' or 'higher'" in text
+    assert "steps.evaluate.promote_if.better: expected 'lower' or 'higher', not 'lowest'" in text
     assert "did you mean 'lower'?" in text
     assert "p.yaml:13:5: steps.evaluate.promote_if: promote_if reads the new model's metric" in text
     assert "steps.evaluate.promote_if.than: the pointer must be the same for every run, but it uses {run.id}" in text

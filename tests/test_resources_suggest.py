@@ -134,7 +134,7 @@ def test_suggest_command_table_json_and_no_history(tmp_path: Path) -> None:
     _history(tmp_path)
     table = dagflow_cli("resources", "suggest", str(pipeline), cwd=tmp_path)
     assert table.returncode == 0, table.stderr
-    assert "learned from 3 past run(s)" in table.stdout
+    assert "learned from 3 past runs" in table.stdout
     row = next(line for line in table.stdout.splitlines() if "memory" in line and "train" in line)
     assert "2560MB" in row and "1900 MB" in row and "30" in row
     done = dagflow_cli("resources", "suggest", str(pipeline), "--json", cwd=tmp_path)

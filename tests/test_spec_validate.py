@@ -80,9 +80,9 @@ def test_wrong_type_and_bad_units() -> None:
             timeout: soon
         """)
     text = "\n".join(rendered)
-    assert "p.yaml:5:15: steps.a.priority: input should be a valid integer" in text
+    assert "p.yaml:5:15: steps.a.priority: expected a whole number, not 'high'" in text
     assert "p.yaml:6:25: steps.a.resources.memory: '16 GiBs' is not a size (allowed: a number of MB" in text
-    assert "steps.a.resources.cpus: input should be greater than or equal to 1" in text
+    assert "steps.a.resources.cpus: must be at least 1 (or 'auto')" in text
     assert "p.yaml:7:14: steps.a.timeout: 'soon' is not a duration" in text
     assert len(rendered) == 4
 

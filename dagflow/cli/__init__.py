@@ -9,6 +9,7 @@ import typer
 
 from dagflow.cli.app import app
 from dagflow.cli.common import print_json_error
+from dagflow.cli.help_text import tidy_help
 
 COMMAND_MODULES = (
     "spec_cmds",
@@ -31,8 +32,10 @@ for _module in COMMAND_MODULES:
 def main() -> None:
     # Not standalone: click's own usage errors (a bad option value, a missing argument) come back here,
     # so that with --json they are printed as JSON like every other error.
+    command = typer.main.get_command(app)
+    tidy_help(command)
     try:
-        code = app(prog_name="dagflow", standalone_mode=False)
+        code = command(prog_name="dagflow", standalone_mode=False)
     except typer.TyperException as error:  # click's usage errors (typer bundles its own click)
         _show_usage_error(error)
         sys.exit(getattr(error, "exit_code", 2))

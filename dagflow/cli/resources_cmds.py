@@ -11,6 +11,7 @@ import typer
 from dagflow.cli.app import app
 from dagflow.cli.common import JsonOption, fail
 from dagflow.errors import DagflowError
+from dagflow.text import plural
 
 resources_app = typer.Typer(
     help="Resource requests learned from history: what past runs of a pipeline used.", no_args_is_help=True
@@ -116,15 +117,19 @@ def _number(value: float | None, unit: str) -> str:
 
 
 def _print_table(pipeline: str, runs: int, learned: dict, current: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from dagflow.console import FittedTable, stdout_console
     from dagflow.resources.suggest import PERCENTILE
 
-    table = Table(title=f"{pipeline}: requests learned from {runs} past run(s)", title_justify="left")
+    table = Table(
+        title=f"{pipeline}: requests learned from {plural(runs, 'past run')}",
+        title_justify="left", caption_justify="left",
+        box=None, padding=(0, 1), pad_edge=False, show_edge=False,  # ten columns: no room for borders at 80
+    )
     for column in ("step", "field", "now", "suggested", "runs", "samples", f"p{PERCENTILE:g}", "max", "failures",
                    "why"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, justify="right" if column in ("runs", "samples", "failures") else "left")
     for step, fields in learned.items():
         for name, suggestion in fields.items():
             now = current[step].get(name)
@@ -139,4 +144,4 @@ def _print_table(pipeline: str, runs: int, learned: dict, current: dict) -> None
         "memory/gpu_memory in MB (peak), cpus in cores busy (CPU time / wall time), gpus in % utilisation, "
         "timeout in s (wall time); now: the pipeline file's value (MB, s)"
     )
-    Console().print(table)
+    stdout_console().print(FittedTable(table, keep=("step", "field"), fold=("why",)))

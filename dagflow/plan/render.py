@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from rich.table import Table
 
+from dagflow.console import FittedTable
 from dagflow.plan.graph import depth
 from dagflow.plan.model import Plan, Resources
 
@@ -31,10 +32,10 @@ def summary(plan: Plan) -> str:
     )
 
 
-def table(plan: Plan, limit: int | None = None) -> Table:
+def table(plan: Plan, limit: int | None = None) -> FittedTable:
     out = Table(title=summary(plan), title_justify="left")
     for column in ("node", "step", "coordinates", "resources", "needs"):
-        out.add_column(column, overflow="fold")
+        out.add_column(column)
     for index, node in enumerate(plan.nodes.values()):
         if limit is not None and index >= limit:
             out.caption = f"… {len(plan.nodes) - limit} more nodes (use --limit 0 for all, or --json)"
@@ -42,7 +43,7 @@ def table(plan: Plan, limit: int | None = None) -> Table:
         parents = ", ".join(node.parents[:4]) + (f", … ({len(node.parents)})" if len(node.parents) > 4 else "")
         coords = " ".join(f"{axis}={value}" for axis, value in node.coords.items())
         out.add_row(node.name, node.step, coords, resources_text(plan.step_of(node).resources), parents)
-    return out
+    return FittedTable(out, keep=("node",))
 
 
 def to_json(plan: Plan) -> str:

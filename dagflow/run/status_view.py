@@ -11,6 +11,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from dagflow.console import FittedTable, stdout_console
 from dagflow.run.journal import CACHED, SUCCEEDED
 from dagflow.run.status import RUN_RUNNING, RUN_STOPPED, RunStatus
 from dagflow.run.usage import NodeUsage
@@ -34,7 +35,7 @@ STDERR_SHOWN = 3  # failed nodes whose stderr tail the view prints
 
 
 def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or stdout_console()
     states = status.node_states()
     counts = status.counts()
     console.print(
@@ -63,7 +64,7 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
     hidden = len(states) - len(shown)
     usage = status.usage()
     used_column = console.width >= USED_MIN_WIDTH and any(name in usage for name in shown)
-    table = Table(box=None, padding=(0, 2), show_edge=False)
+    table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False)
     columns = ("node", "state", "attempts", "exit", "time", *(USED_COLUMNS if used_column else ()), "why")
     for column in columns:
         table.add_column(column, justify="left" if column in ("node", "state", "why") else "right")
@@ -82,7 +83,7 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
             inert(record.why or ""),
         )
     if table.row_count:
-        console.print(table)
+        console.print(FittedTable(table, keep=("node",), fold=("why",)))
         if used_column:
             console.print(Text("(cpus, mem MB: used/requested by the latest attempt)", style="dim"))
     if hidden:
@@ -139,7 +140,7 @@ def watch_status(
     read: Callable[[], RunStatus], show_all: bool, runs_dir_hint: str = "", interval_s: float = 2.0
 ) -> None:
     """Redraw the status in place every interval_s until the run is no longer running (or Ctrl-C)."""
-    console = Console()
+    console = stdout_console()
 
     def render() -> tuple[Text, bool]:
         status = read()

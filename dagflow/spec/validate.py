@@ -41,6 +41,7 @@ from dagflow.spec.model import (
     VariableSpec,
 )
 from dagflow.spec.runtime_checks import runtime_errors
+from dagflow.spec.schema_messages import schema_message
 from dagflow.spec.sharing import absolute_paths, undeclared_sharing
 from dagflow.spec.templates import TemplateError, parse_template
 from dagflow.spec.units import DURATION_HELP, SIZE_HELP
@@ -173,7 +174,6 @@ class _Checker:
                 continue
             by_path.setdefault(_data_path(data, error["loc"]), []).append(error)
         for (path, is_key), group in by_path.items():
-            messages = list(dict.fromkeys(self._message(error) for error in group))
             hint = None
             literal = next((error for error in group if error["type"] == "literal_error"), None)
             if literal is not None and isinstance(literal["input"], str):
@@ -182,19 +182,7 @@ class _Checker:
             allowed = _UNIT_FIELDS.get(field) if field == (path[-1] if path else None) else None
             if any(error["type"] == "string_pattern_mismatch" for error in group):
                 allowed = _PATTERN_HELP.get(str(path[0]) if path else "", allowed)
-            self.add(path, " or ".join(messages), allowed=allowed, hint=hint, key=is_key)
-
-    @staticmethod
-    def _message(error: dict[str, Any]) -> str:
-        kind = error["type"]
-        if kind == "missing":
-            return f"missing required key {error['loc'][-1]!r}"
-        if kind == "string_pattern_mismatch":
-            return f"{error['input']!r} is not allowed here"
-        message = str(error["msg"])
-        for prefix in ("Value error, ", "Assertion failed, "):
-            message = message.removeprefix(prefix)
-        return message[0].lower() + message[1:] if message else kind
+            self.add(path, schema_message(group, path), allowed=allowed, hint=hint, key=is_key)
 
     # -- whole-document checks -------------------------------------------------------------------
 
