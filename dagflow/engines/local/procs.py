@@ -274,11 +274,18 @@ def kill_group(pgid: int, sig: int) -> bool:
 
 def _is_node_process(pid: int, run_id: str, node: str) -> bool:
     """Whether pid is a live (not zombie) process of that run's node, by its environment."""
+    env = dagflow_environment(pid)
+    return env is not None and env.get("DAGFLOW_RUN_ID") == run_id and env.get("DAGFLOW_NODE") == node
+
+
+def dagflow_environment(pid: int) -> dict[str, str] | None:
+    """The DAGFLOW_* variables pid started with; None if it is gone, a zombie (its environment is
+    unreadable) or not ours to read."""
     environ = _read_proc(pid, "environ")
-    if not environ:  # gone, a zombie (its environment is unreadable), or not ours
-        return False
-    variables = set(environ.split(b"\0"))
-    return f"DAGFLOW_RUN_ID={run_id}".encode() in variables and f"DAGFLOW_NODE={node}".encode() in variables
+    if not environ:
+        return None
+    pairs = (variable.partition(b"=") for variable in environ.split(b"\0") if variable.startswith(b"DAGFLOW_"))
+    return {os.fsdecode(key): os.fsdecode(value) for key, _, value in pairs}
 
 
 def kill_orphans(orphans: Iterable[tuple[int, str]], run_id: str, grace_s: float) -> int:

@@ -12,6 +12,9 @@ are written to the journal with one write before it waits again; the journal fda
 On a resume, a node the journal does not show finished is adopted when its process still runs, and its
 recorded result is taken when it exited while no runner was alive (procs.py says how they are found).
 
+What a node started outside its process group (setsid) is killed after it ends, and whatever the run's
+nodes left at the end of the run (node_reaper.py: a cgroup for the run where the machine allows one).
+
 The keeper starts nodes with posix_spawn, which cannot change directory: the runner moves into the
 plan's workdir for the length of `run()` (every path it keeps is absolute), starts its keeper there, and
 moves back after, so a program embedding it must not rely on its working directory from other threads
@@ -48,6 +51,7 @@ from dagflow.engines.local.graph import DagTracker
 from dagflow.engines.local.keeper import read_replies, request
 from dagflow.engines.local.memory_limit import MEMORY_CHECK_S, MemoryGrowth, group_rss_mb
 from dagflow.engines.local.memory_limit import enforced as memory_enforced
+from dagflow.engines.local.node_reaper import NodeReaper
 from dagflow.engines.local.open_files import nodes_within_open_files
 from dagflow.engines.local.options import (
     RUN_FAILED,
@@ -208,6 +212,7 @@ class LocalRunner:
         self._env["PATH"] = with_interpreter_on_path(self._env.get("PATH", ""))
         self._env["DAGFLOW_RUN_ID"] = self.layout.run_id
         self._env["DAGFLOW_RUN_DIR"] = str(self.layout.run_dir)
+        self.reaper = NodeReaper.for_run(self.layout.run_id, self.layout.run_dir, self._env)
         self.keeper: Child | None = None
         try:
             previous_cwd = os.getcwd()
@@ -216,6 +221,7 @@ class LocalRunner:
         try:
             os.chdir(self.workdir)  # the keeper starts nodes here (posix_spawn cannot change directory)
             self.keeper, self._requests_w, self._replies_r = start_keeper(self.layout.run_dir, self._env)
+            self.reaper.contain(self.keeper.pid)  # before any node starts: each is born in the run's cgroup
             self.selector.register(self._replies_r, selectors.EVENT_READ, _KEEPER)
             return self._run()
         except OSError as error:
@@ -260,6 +266,8 @@ class LocalRunner:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(self.keeper.pid, 0)
             os.close(self._replies_r)
+        if not self._leave_running:
+            self.reaper.close()  # once the keeper has reaped every node
         with contextlib.suppress(OSError):
             self.usage.flush()
         self.usage.close()
@@ -490,6 +498,7 @@ class LocalRunner:
         """A node still running: wait for it (a pidfd says when it exits; its keeper records how)."""
         step = self.plan.steps[self.plan.nodes[name].step]
         running = self._take_over(name, entry, record, self.pool.acquire(step.resources))
+        self.reaper.adopted(entry.pid)
         self.usage.started(name, tuple(gpu.index for gpu in running.gpus), entry.pid)
         self.reporter.node_started(name, entry.attempt, ())
         if step.timeout_s:
@@ -727,7 +736,7 @@ class LocalRunner:
         tick = self.reporter.tick_interval
         # Wake up for whichever comes first: the journal's next sync (if it has events waiting), a
         # progress tick, the nearest timer, a poll of adopted nodes.
-        waits = [self._sync_in, tick, self.usage.sampler.due_in(now)]
+        waits = [self._sync_in, tick, self.usage.sampler.due_in(now), self.reaper.due_in(now)]
         if self._timers:
             waits.append(self._timers[0][0] - now)
         polling = not _HAS_PIDFD and any(running.adopted for running in self.running.values())
@@ -748,6 +757,8 @@ class LocalRunner:
             for running in list(self.running.values()):
                 if running.adopted and not node_alive(running.pid or 0, run_id, running.name):
                     self._adopted_exited(running)
+        if self.reaper.due_in(time.monotonic()) == 0.0:  # nodes ended: before a retry of one starts
+            self.reaper.sweep({name: running.pid for name, running in self.running.items()})
         if self._timers:
             self._fire_timers(time.monotonic())
         self.usage.sampler.maybe_sample(time.monotonic())
@@ -896,6 +907,7 @@ class LocalRunner:
         name, step, attempt = running.name, running.step, running.attempt
         if self.running.get(name) is running:
             self._free(running)
+        self.reaper.node_ended()
         keeper = running.keeper if running.adopted else self.keeper.pid if self.keeper else None
         devices = tuple(gpu.index for gpu in running.gpus)
         key = attempt_key(keeper, running.pid)  # None: it never started, and gets no usage record
