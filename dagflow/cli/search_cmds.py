@@ -148,6 +148,39 @@ def _options(
     )
 
 
+DEFAULT_SPEARMINT_BUDGET = 20
+# Spearmint's own command-line flags, each pointed at what dagflow does instead (exit 2, no "No such option").
+SPEARMINT_FLAGS = {
+    "--method": "dagflow's --optimizer (gp: a GP with expected improvement, as GPEIOptChooser)",
+    "--method-args": "none: dagflow's gp optimiser takes no chooser arguments (see --optimizer)",
+    "--max-concurrent": "dagflow's --parallel N (or max-concurrent in config.json)",
+    "--max-finished-jobs": "dagflow's --budget N (or max-finished-jobs in config.json)",
+    "--grid-size": "none: dagflow maximises the acquisition over random candidates with gradient steps, no grid",
+    "-w": "dagflow search status NAME (a table, --json, and a convergence PNG)",
+}
+SpearmintFlag = Annotated[str | None, typer.Option(hidden=True, show_default=False)]
+
+
+def _refuse_spearmint_flags(given: dict[str, str]) -> None:
+    if given:
+        lines = [f"{flag} is Spearmint's flag; use {SPEARMINT_FLAGS[flag]}" for flag in given]
+        raise SearchUsageError("\n".join(lines))
+
+
+def _interpreter(given: str) -> str:
+    """--python as an absolute path to an executable file (a bare name is looked up on PATH)."""
+    import os
+    import shutil
+
+    found = shutil.which(given) if os.sep not in given else given
+    path = Path(found or given).absolute()
+    if not path.is_file():
+        raise SearchUsageError(f"--python {given}: no such file (name the interpreter that runs the main file)")
+    if not os.access(path, os.X_OK):
+        raise SearchUsageError(f"--python {given}: not an executable file (name an interpreter, e.g. /usr/bin/python2)")
+    return str(path)
+
+
 @search_app.callback(invoke_without_command=True)
 def search_callback(
     ctx: typer.Context,
@@ -161,8 +194,14 @@ def search_callback(
     ] = "gp",
     engine: EngineOption = "local",
     name: NameOption = None,
-    budget: Annotated[int, typer.Option("--budget", min=1, help="Spearmint: jobs to run.")] = 20,
-    parallel: Annotated[int, typer.Option("--parallel", min=1, help="Spearmint: jobs running at once.")] = 1,
+    budget: Annotated[
+        int | None,
+        typer.Option("--budget", min=1, help="Spearmint: jobs to complete [default: max-finished-jobs, else 20]."),
+    ] = None,
+    parallel: Annotated[
+        int | None,
+        typer.Option("--parallel", min=1, help="Spearmint: jobs running at once [default: max-concurrent, else 1]."),
+    ] = None,
     batch: Annotated[bool, typer.Option("--batch", help=f"Spearmint: {BATCH_HELP}")] = False,
     seed: SeedOption = None,
     poll: PollOption = 1.0,
@@ -170,8 +209,23 @@ def search_callback(
     start_grace: GraceOption = "2m",
     jobs: JobsOption = None,
     max_identical_failures: IdenticalFailuresOption = 3,
+    python: Annotated[
+        str | None,
+        typer.Option(
+            "--python",
+            metavar="PATH",
+            help="Spearmint: the interpreter that runs the main file, e.g. /usr/bin/python2 for Python 2 "
+            "main files (default: dagflow's own).",
+        ),
+    ] = None,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     db: DbOption = DEFAULT_DB,
+    method: SpearmintFlag = None,
+    method_args: SpearmintFlag = None,
+    max_concurrent: SpearmintFlag = None,
+    max_finished_jobs: SpearmintFlag = None,
+    grid_size: SpearmintFlag = None,
+    web_status: Annotated[bool, typer.Option("-w", "--web-status", hidden=True)] = False,
 ) -> None:
     """Bayesian hyperparameter search. With --spearmint DIR: run a Spearmint experiment the Spearmint
     way, main(job_id, params) once per job with job ids from 1, each job a run on the chosen engine.
@@ -188,16 +242,33 @@ def search_callback(
     from dagflow.search.trials import SpearmintTrials
 
     directory = spearmint
+    given = {
+        "--method": method,
+        "--method-args": method_args,
+        "--max-concurrent": max_concurrent,
+        "--max-finished-jobs": max_finished_jobs,
+        "--grid-size": grid_size,
+        "-w": "" if web_status else None,
+    }
     try:
+        _refuse_spearmint_flags({flag: value for flag, value in given.items() if value is not None})
         if not directory.is_dir():
             raise SearchUsageError(f"--spearmint {directory}: no such directory")
+        experiment = load_experiment(directory)
+        seed = seed if seed is not None else experiment.seed
         options = _options(
             engine, name, None, None, None, seed, poll, trial_timeout, start_grace, jobs, runs_dir,
             max_identical_failures=max_identical_failures,
         )  # fmt: skip
+        interpreter = _interpreter(python) if python is not None else None
         code = _run_search(
             lambda: SpearmintTrials(
-                load_experiment(directory), budget=budget, parallel=parallel, optimizer=optimizer, batch=batch
+                experiment,
+                budget=budget or experiment.budget or DEFAULT_SPEARMINT_BUDGET,
+                parallel=parallel or experiment.parallel or 1,
+                optimizer=optimizer,
+                batch=batch,
+                python=interpreter,
             ),
             options,
             db,

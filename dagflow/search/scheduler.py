@@ -98,12 +98,13 @@ from dagflow.search.store import (
     best_trial,
 )
 from dagflow.search.store import SUCCEEDED as TRIAL_SUCCEEDED
-from dagflow.search.trials import TrialError, TrialSource, config_of, fingerprint
+from dagflow.search.trials import TrialError, TrialSource, config_of, fingerprint, noise_models
 from dagflow.text import inert
 
 EXIT_DONE = 0
 EXIT_NO_RESULT = 1  # some region's search ended without one successful (and feasible) trial
-EXIT_REPEATED_FAILURE = 3  # stopped: the last max_identical_failures trials failed with one error
+# stopped: the last max_identical_failures trials failed with one error, or one showed no trial can run
+EXIT_REPEATED_FAILURE = 3
 EXIT_STOPPED = 130
 
 DEFAULT_TRIAL_TIMEOUT_S = 7 * 24 * 3600.0
@@ -196,12 +197,14 @@ class Scheduler:
         self.parallel = options.parallel or source.parallel
         self.batch = source.batch if options.batch is None else options.batch
         self.runs_dir = Path(options.runs_dir).absolute()
+        self.likelihood, self.constraint_likelihoods = noise_models(source)
         self.engine = engine or make_engine(options.engine, EngineSettings(self.runs_dir, options.jobs, options.gpus))
         self._stop = threading.Event()
         self._exhausted: set[str] = set()
         self._optimizers: dict[str, Optimizer] = {}
         self._uid = ""
         self._failures: list[tuple[str, str]] = []  # (trial label, error) of the failures in a row, latest last
+        self._unrunnable: str | None = None  # the label of a failed trial that showed no trial can succeed
         self._stopper = self._early_stopper()
         self._checked: set[tuple[str, int]] = set()  # (region, number) of trials whose params fit the space
         self._stop_pause_s = float(os.environ.get(STOP_PAUSE_ENV) or 0)
@@ -220,8 +223,8 @@ class Scheduler:
                     self.source.space,
                     self.source.optimizer,
                     seed=record.seed + index,
-                    likelihood=self.source.likelihood,
-                    constraints=self.source.constraints,
+                    likelihood=self.likelihood,
+                    constraints=self.constraint_likelihoods,
                 )
                 for index, region in enumerate(self.source.regions)
             }
@@ -232,6 +235,8 @@ class Scheduler:
                     self._collect(region)
                 if self._stop.is_set():
                     break
+                if self._unrunnable is not None:
+                    return self._stop_unrunnable()
                 if self._repeating():
                     return self._stop_repeating()
                 for region in self.source.regions:
@@ -289,13 +294,15 @@ class Scheduler:
     def _header(self, record: SearchRecord) -> None:
         regions = [region for region in self.source.regions if region]
         per = f" per region ({', '.join(regions)})" if regions else ""
-        done = sum(1 for trial in self._trials() if trial.state in COUNTED)
+        done = self._counted(self._trials())
         self.say(
             f"search {self.name}: {self.source.goal} {self.source.metric}, budget {self.budget}{per}, "
             f"parallel {self.parallel}{' (synchronous batches)' if self.batch else ''}, "
             f"optimiser {self.source.optimizer}, engine {self.options.engine}, "
             f"seed {record.seed}; {done} trial(s) recorded in {self.store.path}"
         )
+        for note in self.source.notes():
+            self.say(note)
 
     def _trials(self, region: str | None = None) -> list[Trial]:
         """The search's trials, each one's params checked once against the space: params from a damaged
@@ -357,11 +364,11 @@ class Scheduler:
             return
         trials = self._trials(region)
         in_flight = [trial for trial in trials if trial.state in IN_FLIGHT]
-        counted = sum(1 for trial in trials if trial.state in COUNTED)
+        counted = self._counted(trials)
         if self.batch and in_flight:
             return  # the next batch is chosen knowing every result of this one
         wanted = min(self.parallel - len(in_flight), self.budget - counted)
-        if wanted <= 0:
+        if wanted <= 0 or self._failed_out(trials):
             return
         observations = _observations(trials)
         # The GP and Optuna engines cap BLAS threads around each suggestion themselves (threads.py).
@@ -492,8 +499,9 @@ class Scheduler:
         outputs: dict[str, float] | None = None,
     ) -> None:
         trial_loss = loss(value, self.source.goal) if value is not None else None
+        cause = ""
         if state == FAILED:
-            error = self._own_error(trial, error)
+            error, cause = self._own_error(trial, error)
         if not self.store.finish(trial, state, value, trial_loss, error, outputs):
             return
         if state == TRIAL_SUCCEEDED:
@@ -503,24 +511,30 @@ class Scheduler:
             shown = " ".join(f"{name}={number:.6g}" for name, number in (outputs or {}).items())
             self.say(f"[{trial.label}] succeeded {self.source.metric}={value:.6g}{' ' + shown if shown else ''}{tail}")
         elif state == FAILED:
-            self._failed(trial, error or "")
+            self._failed(trial, error or "", cause)
         else:
             self.say(f"[{trial.label}] {state}: {error}")
 
-    def _own_error(self, trial: Trial, error: str | None) -> str | None:
-        """The trial's own account of its failure (a Spearmint job's traceback) where it left one."""
+    def _own_error(self, trial: Trial, error: str | None) -> tuple[str | None, str]:
+        """The error to record (with the trial's own account of its failure, a Spearmint job's traceback,
+        where it left one) and its cause: what two failures alike share, whatever trial or job failed."""
         try:
-            own = self.source.failure(RunLayout.from_run_dir(self.runs_dir / trial.run_id).load_plan())
+            plan = RunLayout.from_run_dir(self.runs_dir / trial.run_id).load_plan()
+            own = self.source.failure(plan)
+            if self.source.unrunnable(plan):
+                self._unrunnable = trial.label
         except (DagflowError, OSError):
-            return error
-        if not own or not error:
-            return own or error
+            own = None
+        if not own:
+            return error, (error or "").replace(trial.run_id, "<run>")
+        if not error:
+            return own, own
         # the run's reason ends with the job's last stderr line, which is the traceback's last line
-        return f"{error.removesuffix(': ' + own.splitlines()[-1].strip())}\n{own}"
+        shown = error.removesuffix(": " + own.splitlines()[-1].strip())
+        return f"{shown}{chr(10) if chr(10) in own else ': '}{own}", own
 
-    def _failed(self, trial: Trial, error: str) -> None:
-        """Report a failure; one that repeats the previous one's error is not printed again."""
-        key = error.replace(trial.run_id, "<run>")
+    def _failed(self, trial: Trial, error: str, key: str) -> None:
+        """Report a failure; one with the previous one's cause is not printed again."""
         same = bool(self._failures) and self._failures[-1][1] == key
         if not same:
             self._failures.clear()
@@ -544,26 +558,44 @@ class Scheduler:
         )
         return EXIT_REPEATED_FAILURE
 
+    def _stop_unrunnable(self) -> int:
+        self._cancel_in_flight(quiet=True)
+        self.say(
+            f"search {self.name} stopped at its first failure ({self._unrunnable}): no trial can run until the "
+            "error shown above is fixed; the rest of the budget is not spent. Run the same command again then."
+        )
+        return EXIT_REPEATED_FAILURE
+
     def _best(self, region: str) -> Trial | None:
         return best_trial(self._trials(region))
 
     def _reported(self, region: str) -> Trial | None:
         """The trial reported as the region's best: feasible, and for a GAUSSIAN likelihood the one
         with the lowest posterior mean rather than the luckiest draw."""
-        if self.source.likelihood != "GAUSSIAN":
+        if self.likelihood != "GAUSSIAN":
             return self._best(region)
         from dagflow.search.gp_ei import recommend
 
         done = [t for t in self._trials(region) if t.state in (TRIAL_SUCCEEDED, FAILED)]
         # stopped trials inform the model but are not candidates: the reported best ran to its end
-        index = recommend(self.source.space, _observations(done), self.source.likelihood)
+        index = recommend(self.source.space, _observations(done), self.likelihood)
         return done[index] if index is not None else None
 
     def _finished(self, region: str) -> bool:
         trials = self._trials(region)
         if any(trial.state in IN_FLIGHT for trial in trials):
             return False
-        return region in self._exhausted or sum(1 for t in trials if t.state in COUNTED) >= self.budget
+        return region in self._exhausted or self._counted(trials) >= self.budget or self._failed_out(trials)
+
+    def _counted(self, trials: list[Trial]) -> int:
+        """Trials spent of the budget: failed ones too, unless the source leaves them out (Spearmint's way)."""
+        counted = COUNTED if self.source.counts_failures else tuple(s for s in COUNTED if s != FAILED)
+        return sum(1 for trial in trials if trial.state in counted)
+
+    def _failed_out(self, trials: list[Trial]) -> bool:
+        """Where failures are not counted, a search stops once as many trials failed as its budget: their
+        causes differ (or --max-identical-failures would have stopped it), but it would never end."""
+        return not self.source.counts_failures and sum(1 for t in trials if t.state == FAILED) >= self.budget
 
     # -- stopping ------------------------------------------------------------------------------------
 
@@ -588,12 +620,16 @@ class Scheduler:
         for region in self.source.regions:
             best = self._reported(region)
             where = f" {region}" if region else ""
+            trials = self._trials(region)
+            if self._failed_out(trials):
+                failed = sum(1 for trial in trials if trial.state == FAILED)
+                self.say(f"search {self.name}{where}: {failed} jobs failed (as many as the budget); none more started")
             if best is None:
                 feasible = " satisfied the constraints" if self.source.constraints else " succeeded"
                 self.say(f"search {self.name}{where} done: no trial{feasible}")
                 code = EXIT_NO_RESULT
             else:
-                how = " (lowest posterior mean: the objective is noisy)" if self.source.likelihood == "GAUSSIAN" else ""
+                how = " (lowest posterior mean: the objective is noisy)" if self.likelihood == "GAUSSIAN" else ""
                 self.say(
                     f"search {self.name}{where} done: best {self.source.metric}={best.value:.6g} at {best.label} "
                     f"{params_text(best.params)}{how}"

@@ -10,8 +10,11 @@ min and max; options) and tasks: `{"name": {"type": OBJECTIVE | CONSTRAINT, "lik
 "main-file": ...}}`, exactly one OBJECTIVE, any number of CONSTRAINTs (feasible where the value is >= 0,
 Spearmint's convention), main-file at the top level or per task (one file for every task), likelihood
 per task or at the top level (GAUSSIAN or NOISELESS). Without tasks the one objective is named "main"
-(the value main() returns, or its "main" entry). Other Spearmint settings (chooser, database,
-resources, polling-time, ...) are accepted and ignored.
+(the value main() returns, or its "main" entry). A task without a likelihood is GAUSSIAN (Spearmint's
+default; SpearmintTrials.default_likelihood). max-finished-jobs and max-concurrent (top-level, or each
+of `resources`, summed) and random-seed become the search's budget, parallel and seed unless the command
+line gives them. Other Spearmint settings (acquisition, chooser, database, a resource's scheduler,
+polling-time, ...) are accepted, and the search names each of them once at its start as not used.
 
 Refused, with a message naming the file: MATLAB (and MCR, SHELL) experiments, whose main file dagflow
 cannot call, and the spearmint-lite format (a config.json of bare variables, jobs run by hand through
@@ -44,6 +47,16 @@ CONFIG_FILES = ("config.json", "config.pb")
 LANGUAGES = ("PYTHON", "MATLAB", "SHELL", "MCR")
 DEFAULT_TASK = "main"
 LIKELIHOODS = ("GAUSSIAN", "NOISELESS")
+# Settings with a dagflow equivalent: max-finished-jobs -> budget, max-concurrent -> parallel, random-seed -> seed
+_MAPPED = ("max-finished-jobs", "max-concurrent", "random-seed")
+# What dagflow does instead of a setting it does not use, for the message naming it.
+INSTEAD = {
+    "acquisition": "dagflow's gp optimiser uses expected improvement (constrained EI with constraints)",
+    "chooser": "choose the optimiser with --optimizer",
+    "database": "the search's state lives in --db",
+    "polling-time": "see --poll",
+    "resources.scheduler": "trials run on --engine",
+}
 TASK_TYPES = ("OBJECTIVE", "CONSTRAINT")
 _VARIABLE_FIELDS = ("type", "size", "min", "max", "options")
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -71,6 +84,9 @@ class SpearmintExperiment:
     objective_task: str = DEFAULT_TASK
     constraints: dict[str, str | None] = field(default_factory=dict)  # CONSTRAINT task -> its likelihood
     ignored: tuple[str, ...] = field(default=())  # settings read but not used by dagflow
+    budget: int | None = None  # max-finished-jobs (summed over resources)
+    parallel: int | None = None  # max-concurrent (summed over resources)
+    seed: int | None = None  # random-seed
 
     @property
     def task_names(self) -> tuple[str, ...]:
@@ -242,7 +258,20 @@ class _Builder:
         if self.diagnostics:
             raise SpecError(self.diagnostics)
         objective = next(task for task in tasks if task.type == "OBJECTIVE")
-        known = {"language", "main-file", "experiment-name", "likelihood", "variables", "tasks"}
+        budget = self.resource_total(fields, "max-finished-jobs")
+        parallel = self.resource_total(fields, "max-concurrent")
+        seed = self.count(fields.get("random-seed"), "random-seed", minimum=0)
+        if self.diagnostics:
+            raise SpecError(self.diagnostics)
+        known = {"language", "main-file", "experiment-name", "likelihood", "variables", "tasks", *_MAPPED}
+        resources = fields.get("resources")
+        resource_keys = {
+            f"resources.{_canonical(str(key))}"
+            for item in (resources.value.values() if resources and isinstance(resources.value, dict) else ())
+            if isinstance(item.value, dict)
+            for key in item.value
+            if _canonical(str(key)) not in _MAPPED
+        }
         return SpearmintExperiment(
             directory=self.path.resolve().parent,
             config_file=self.path,
@@ -253,8 +282,35 @@ class _Builder:
             likelihood=objective.likelihood,
             objective_task=objective.name,
             constraints={task.name: task.likelihood for task in tasks if task.type == "CONSTRAINT"},
-            ignored=tuple(sorted(set(fields) - known)),
+            ignored=tuple(sorted((set(fields) - known - {"resources"}) | resource_keys)),
+            budget=budget,
+            parallel=parallel,
+            seed=seed,
         )
+
+    def count(self, item: Located | None, where: str, minimum: int = 1) -> int | None:
+        if item is None:
+            return None
+        value = item.value
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.add(item, where, f"{where} must be a whole number >= {minimum}, not {value!r}")
+            return None
+        return value
+
+    def resource_total(self, fields: dict[str, Located], key: str) -> int | None:
+        """A resource limit (max-finished-jobs, max-concurrent): the top-level one, or the sum over HIPS's
+        `resources` (each resource runs its own jobs up to its own limits)."""
+        top = self.count(fields.get(key), key)
+        resources = fields.get("resources")
+        if resources is None or not isinstance(resources.value, dict):
+            return top
+        found = [
+            self.count(_canonical_keys(item.value).get(key), f"resources.{name}.{key}")
+            for name, item in resources.value.items()
+            if isinstance(item.value, dict)
+        ]
+        given = [value for value in found if value is not None]
+        return sum(given) if given else top
 
     def likelihood(self, fields: dict[str, Located], where: str, default: str | None = None) -> str | None:
         item = fields.get("likelihood")

@@ -20,8 +20,15 @@ digits as Spearmint names its output files):
      "error": null, "elapsed_s": 1.2}
 
 A NaN or infinite objective, a missing objective entry, or an exception in main marks the job
-"broken": the file gets the error (with the traceback) and the process exits with status 1. Bad
+"broken": the file gets the error (with the traceback) and the process exits with status 1. A main
+file Python cannot import (a SyntaxError: most often Python 2's `print x`) also gets `"fatal": true`,
+since no job of the experiment can run it; a Python 2 file is named as such, with what to do. Bad
 arguments or a bad config exit with status 2 and write no result.
+
+With `--python PATH` (the search's `--python`) main runs under that interpreter instead, Python 2 or 3:
+this process (dagflow's Python) starts it on CHILD_SOURCE, which imports the main file and calls main
+as above (numpy arrays where that interpreter has numpy, else lists that a size-1 one converts to a
+scalar), and reads the result back as JSON.
 """
 
 from __future__ import annotations
@@ -31,7 +38,10 @@ import importlib.util
 import json
 import math
 import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -50,6 +60,35 @@ EXIT_BROKEN = 1
 
 class JobFailed(Exception):
     """main ran but gave no usable objective."""
+
+
+class MainUnrunnable(Exception):
+    """No job can run the main file (it does not compile); the message says why and what to do."""
+
+
+# What Python 3 says of Python 2 syntax, by the error's message or the offending line's text.
+_PYTHON2_MESSAGES = (
+    "Missing parentheses in call to 'print'",
+    "Missing parentheses in call to 'exec'",
+    "multiple exception types must be parenthesized",
+    "leading zeros in decimal integer literals",
+)
+_PYTHON2_LINE = re.compile(
+    r"""^\s*(print\s+[^\s(=]|exec\s+["'\w]|raise\s+\w+(\.\w+)*\s*,)|\bexcept\s+[\w.]+\s*,\s*\w+\s*:|`|<>|\bur["']"""
+)
+
+
+def syntax_problem(filename: str, message: str, line: int | None, text: str | None) -> str:
+    """What to tell the user of a main file (or a module it imports) that does not compile."""
+    name = os.path.basename(filename or "") or "the main file"
+    shown = (text or "").strip()
+    where = f"line {line}: {shown}" if shown else f"line {line}"
+    if message.startswith(_PYTHON2_MESSAGES) or _PYTHON2_LINE.search(shown):
+        return (
+            f"{name} is Python 2 ({where}), which Python 3 cannot import: convert it with `2to3 -w {name}`, "
+            "or name a Python 2 interpreter to run it (dagflow search --spearmint DIR --python /usr/bin/python2)"
+        )
+    return f"{name} does not compile ({where}: SyntaxError: {message}); no job can import it"
 
 
 class SpearmintArray(np.ndarray):
@@ -152,32 +191,127 @@ def _import_main(experiment: SpearmintExperiment) -> Any:
     assert module_spec is not None and module_spec.loader is not None
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[path.stem] = module
-    module_spec.loader.exec_module(module)
+    try:
+        module_spec.loader.exec_module(module)
+    except SyntaxError as error:
+        raise MainUnrunnable(syntax_problem(error.filename or "", error.msg, error.lineno, error.text)) from None
     if not callable(getattr(module, "main", None)):
         raise AttributeError(f"{path.name} has no main(job_id, params) function")
     return module
 
 
-def run_job(experiment: SpearmintExperiment, job_id: int, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Call main and describe the outcome. Raises ValueError for params that do not fit the config;
-    a failure inside the job is never raised but recorded."""
+def _call_here(experiment: SpearmintExperiment, job_id: int, params: Mapping[str, Any]) -> Any:
     converted = spearmint_params(experiment.variables, params)
+    cwd = os.getcwd()
+    directory = str(experiment.directory)
+    os.chdir(directory)
+    sys.path.insert(0, directory)
+    try:
+        return _import_main(experiment).main(job_id, converted)
+    finally:
+        os.chdir(cwd)
+        if directory in sys.path:
+            sys.path.remove(directory)
+
+
+# Run by the --python interpreter: Python 2.6+ and 3 alike, with nothing but its standard library (and
+# numpy where it has it). argv: directory, the main file's directory, its module, job id, params JSON,
+# variable types JSON, out file.
+CHILD_SOURCE = r"""
+import json, os, sys, traceback
+directory, module_dir, module, job_id, params, types, out = sys.argv[1:8]
+class SpearmintList(list):
+    def one(self):
+        if len(self) != 1:
+            raise TypeError("only size-1 arrays can be converted to Python scalars")
+        return self[0]
+    def __float__(self):
+        return float(self.one())
+    def __int__(self):
+        return int(self.one())
+    def __index__(self):
+        return int(self.one())
+def convert(values, kind):
+    if kind == "ENUM":
+        return [str(v) for v in values]
+    cast = float if kind == "FLOAT" else int
+    try:
+        import numpy
+        return numpy.array([cast(v) for v in values], dtype=cast)
+    except ImportError:
+        return SpearmintList(cast(v) for v in values)
+def plain(value):
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, dict):
+        return dict((str(k), plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return repr(value)
+def write(record):
+    handle = open(out, "w")
+    handle.write(json.dumps(record))
+    handle.close()
+os.chdir(directory)
+sys.path.insert(0, module_dir)
+types = json.loads(types)
+params = dict((name, convert(values, types[name])) for name, values in json.loads(params).items())
+try:
+    main = __import__(module).main
+except SyntaxError:
+    error = sys.exc_info()[1]
+    write({"syntax_error": [error.filename, error.msg, error.lineno, error.text]})
+    sys.exit(0)
+except Exception:
+    write({"error": traceback.format_exc()})
+    sys.exit(0)
+try:
+    write({"result": plain(main(int(job_id), params))})
+except Exception:
+    write({"error": traceback.format_exc()})
+"""
+
+
+def _call_in(python: str, experiment: SpearmintExperiment, job_id: int, params: Mapping[str, Any]) -> Any:
+    """main's result, run by another interpreter (CHILD_SOURCE); its failures raised as here."""
+    spearmint_params(experiment.variables, params)  # the same checks of the params as in this process
+    lists = {name: value if isinstance(value, list) else [value] for name, value in params.items()}
+    types = {name: spec.type for name, spec in experiment.variables.items()}
+    with tempfile.TemporaryDirectory(prefix="dagflow-job-") as scratch:
+        out = Path(scratch) / "result.json"
+        main = experiment.main_path
+        argv = [python, "-c", CHILD_SOURCE, str(experiment.directory), str(main.parent), main.stem,
+                str(job_id), json.dumps(lists), json.dumps(types), str(out)]  # fmt: skip
+        process = subprocess.run(argv, stdin=subprocess.DEVNULL, check=False)
+        if not out.is_file():
+            raise JobFailed(f"{python} exited with status {process.returncode} without running main")
+        reply = json.loads(out.read_text(encoding="utf-8"))
+    if "syntax_error" in reply:
+        raise MainUnrunnable(syntax_problem(*reply["syntax_error"]))
+    if "error" in reply:
+        raise JobFailed(f"main failed under {python}:\n{str(reply['error']).rstrip()}")
+    return reply.get("result")
+
+
+def run_job(
+    experiment: SpearmintExperiment, job_id: int, params: Mapping[str, Any], python: str | None = None
+) -> dict[str, Any]:
+    """Call main (in this process, or under the interpreter `python`) and describe the outcome. Raises
+    ValueError for params that do not fit the config; a failure inside the job is never raised but recorded."""
+    spearmint_params(experiment.variables, params)
     record: dict[str, Any] = {
         "job_id": job_id, "experiment": experiment.name, "status": "broken", "value": None, "values": None,
         "params": dict(params), "error": None,
     }
     started = time.monotonic()
-    cwd = os.getcwd()
-    directory = str(experiment.directory)
     try:
-        os.chdir(directory)
-        sys.path.insert(0, directory)
-        try:
-            result = _import_main(experiment).main(job_id, converted)
-        finally:
-            os.chdir(cwd)
-            if directory in sys.path:
-                sys.path.remove(directory)
+        if python is None:
+            result = _call_here(experiment, job_id, params)
+        else:
+            result = _call_in(python, experiment, job_id, params)
         value, values = objective_of(result, experiment.objective_task, tuple(experiment.constraints))
         record["values"] = values
         if not math.isfinite(value):
@@ -185,6 +319,8 @@ def run_job(experiment: SpearmintExperiment, job_id: int, params: Mapping[str, A
         record.update(status="complete", value=value)
     except JobFailed as error:
         record["error"] = str(error)
+    except MainUnrunnable as error:
+        record.update(error=str(error), fatal=True)
     except BaseException as error:  # the job's own failure, whatever it is, belongs in its result
         if isinstance(error, KeyboardInterrupt):
             raise
@@ -220,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job-id", required=True, type=int, help="the job's id, from 1")
     parser.add_argument("--params", required=True, help="JSON object: variable name -> value or list of values")
     parser.add_argument("--result", type=Path, default=None, help="result file (default DIR/output/JOB_ID.json)")
+    parser.add_argument("--python", default=None, help="the interpreter that runs main (default: this one)")
     args = parser.parse_args(argv)
     if args.job_id < 1:
         parser.error("--job-id counts from 1")
@@ -238,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{experiment.config_file}: language: {refusal(experiment.language)}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        record = run_job(experiment, args.job_id, params)
+        record = run_job(experiment, args.job_id, params, args.python)
     except ValueError as error:
         print(f"--params: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -31,7 +31,7 @@ from dagflow.plan.expand import expand
 from dagflow.search import ENGINES as OPTIMIZERS
 from dagflow.search.progress import last_object
 from dagflow.search.space import SearchSpace
-from dagflow.search.spearmint import SpearmintExperiment
+from dagflow.search.spearmint import INSTEAD, SpearmintExperiment
 from dagflow.search.spearmint_job import default_result_path, refusal
 from dagflow.spec import Spec
 from dagflow.spec.model import EarlyStoppingSpec
@@ -54,8 +54,10 @@ class TrialSource(Protocol):
     parallel: int
     batch: bool  # synchronous batches: suggest `parallel` trials once every trial in flight has ended
     optimizer: str
-    likelihood: str | None  # the objective's noise model: GAUSSIAN, NOISELESS or None (the engine's default)
-    constraints: dict[str, str | None]  # constraint output -> its likelihood; feasible where the value >= 0
+    likelihood: str | None  # the objective's noise model as given: GAUSSIAN, NOISELESS or None
+    constraints: dict[str, str | None]  # constraint output -> its likelihood as given; feasible where >= 0
+    default_likelihood: str | None  # what None means (noise_models); None: the engine's own default
+    counts_failures: bool  # whether a failed trial is spent of the budget
     early_stopping: EarlyStoppingSpec | None  # None: every trial runs to its end
 
     def plan(self, region: str, number: int, params: Mapping[str, Any], run_id: str) -> Plan: ...
@@ -68,6 +70,14 @@ class TrialSource(Protocol):
 
     def failure(self, plan: Plan) -> str | None:
         """A failed trial's own error text, when the trial wrote one down (None: the run's reason says it)."""
+        ...
+
+    def unrunnable(self, plan: Plan) -> bool:
+        """Whether the failed trial showed that no trial can succeed (a main file that does not compile)."""
+        ...
+
+    def notes(self) -> list[str]:
+        """What to say once when the search starts (settings mapped or not used, the interpreter)."""
         ...
 
     def progress_files(self, plan: Plan) -> list[Path]:
@@ -90,15 +100,23 @@ def fingerprint(source: TrialSource) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def noise_models(source: TrialSource) -> tuple[str | None, dict[str, str | None]]:
+    """The likelihoods the optimiser models: the objective's and each constraint's, the source's default
+    where none is given. Kept apart from the given ones, which are part of the fingerprint."""
+    default = source.default_likelihood
+    return source.likelihood or default, {name: given or default for name, given in source.constraints.items()}
+
+
 def config_of(source: TrialSource) -> dict[str, Any]:
     """The search's description kept in the database for `search status`."""
+    likelihood, _ = noise_models(source)
     return {
         "metric": source.metric,
         "goal": source.goal,
         "regions": source.regions,
         "optimizer": source.optimizer,
         "variables": source.space.names,
-        **({"likelihood": source.likelihood} if source.likelihood else {}),
+        **({"likelihood": likelihood} if likelihood else {}),
         **({"constraints": sorted(source.constraints)} if source.constraints else {}),
         **({"early_stopping": source.early_stopping.model_dump()} if source.early_stopping else {}),
     }
@@ -129,6 +147,9 @@ class PipelineTrials:
     regions: list[str] = field(default_factory=list)
     likelihood: str | None = None
     constraints: dict[str, str | None] = field(default_factory=dict)
+    # dagflow's own near-noiseless default: a pipeline's objective is mostly a deterministic training run
+    default_likelihood: str | None = None
+    counts_failures: bool = True  # a failed training run took its compute
 
     def __post_init__(self) -> None:
         model = self.spec.model
@@ -202,6 +223,12 @@ class PipelineTrials:
     def failure(self, plan: Plan) -> str | None:
         return None
 
+    def unrunnable(self, plan: Plan) -> bool:
+        return False
+
+    def notes(self) -> list[str]:
+        return []
+
     def progress_files(self, plan: Plan) -> list[Path]:
         return [Path(plan.workdir) / path for path in self._metrics_paths(plan)]
 
@@ -239,6 +266,11 @@ class SpearmintTrials:
     metric: str = "value"  # the result file's field (spearmint_job.py)
     goal: str = "minimize"  # Spearmint minimises
     regions: list[str] = field(default_factory=lambda: [""])
+    python: str | None = None  # the interpreter that runs main (--python); None: dagflow's own
+    # Spearmint's default for a task without `likelihood` (HIPS gp.py; JasperSnoek's noiseless=0)
+    default_likelihood: str | None = "GAUSSIAN"
+    # HIPS's remove_broken_jobs: a broken job is dropped and max-finished-jobs counts completed ones
+    counts_failures: bool = False
 
     def __post_init__(self) -> None:
         self.early_stopping: EarlyStoppingSpec | None = None  # a Spearmint job reports no intermediate metrics
@@ -262,6 +294,7 @@ class SpearmintTrials:
         argv = [
             "python", "-m", "dagflow.search.spearmint_job", "--dir", str(self.experiment.directory),
             "--job-id", str(number), "--params", json.dumps(dict(params), sort_keys=True), "--result", str(result),
+            *(["--python", self.python] if self.python else []),
         ]  # fmt: skip
         step = StepInfo(
             name=JOB_STEP, kind="evaluate", axes=(), resources=Resources(), requirements=None, classads={},
@@ -300,6 +333,17 @@ class SpearmintTrials:
     def failure(self, plan: Plan) -> str | None:
         error = self._result(plan).get("error")
         return error if isinstance(error, str) and error else None
+
+    def unrunnable(self, plan: Plan) -> bool:
+        return self._result(plan).get("fatal") is True
+
+    def notes(self) -> list[str]:
+        notes = [f"main file run by {self.python}"] if self.python else []
+        ignored = self.experiment.ignored
+        if ignored:
+            shown = [f"{key} ({INSTEAD[key]})" if key in INSTEAD else key for key in ignored]
+            notes.append(f"{self.experiment.config_file.name}: not used by dagflow: {'; '.join(shown)}")
+        return notes
 
     @staticmethod
     def _result(plan: Plan) -> dict[str, Any]:

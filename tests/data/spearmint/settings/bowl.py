@@ -1,0 +1,2 @@
+def main(job_id, params):
+    return float(params["x"]) ** 2
