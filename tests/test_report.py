@@ -190,9 +190,9 @@ def test_waste_is_called_out_per_step(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     assert "4 measured attempts" in html
-    assert "requested 8.0 GB, peak 600 MB → 93% of memory unused" in html
+    assert "requested 8.0 GB, HTCondor&#x27;s sampled peak 600 MB → 93% of memory unused" in html
     assert "requested 4 CPUs, used 0.56 on average → 86% of CPU idle" in html
-    assert "<b>report</b>: requested 1.0 GB, peak 50 MB → 95% of memory unused" in html
+    assert "<b>report</b>: requested 1.0 GB, HTCondor&#x27;s sampled peak 50 MB → 95% of memory unused" in html
     assert "requested 16.0 GB of GPU memory, peak 2.0 GB → 88% of GPU memory unused" in html
     assert "GPU busy 20% of the time on average" in html
     assert "<b>train</b>: 1 attempt ended: oom" in html

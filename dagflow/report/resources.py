@@ -32,6 +32,7 @@ class StepUse:
     gpu_memory_peak_mb: list[float] = field(default_factory=list)
     gpu_utilization_pct: list[float] = field(default_factory=list)
     reasons: dict[str, int] = field(default_factory=dict)  # oom, timeout, held: ... -> attempts
+    memory_sampled: bool = False  # a peak is HTCondor's MemoryUsage, sampled: a short spike is missed
 
     @property
     def peak_memory(self) -> float | None:
@@ -79,6 +80,7 @@ def step_uses(plan: Plan, usage: Iterable[NodeUsage]) -> list[StepUse]:
                 use.cores_used.append(record.cpu_s / record.wall_s)
         if record.peak_memory_mb is not None:
             use.peak_memory_mb.append(record.peak_memory_mb)
+            use.memory_sampled |= record.engine == "condor"
         if record.gpu_memory_peak_mb is not None:
             use.gpu_memory_peak_mb.append(record.gpu_memory_peak_mb)
         if record.gpu_utilization_pct is not None:
@@ -106,8 +108,9 @@ def waste_lines(use: StepUse) -> list[str]:
     if peak is not None and use.memory_mb > 0:
         unused = 1 - peak / use.memory_mb
         if unused >= WASTE_SHARE:
+            measured = "HTCondor's sampled peak" if use.memory_sampled else "peak"
             lines.append(
-                f"requested {size_text(use.memory_mb)}, peak {size_text(peak)} → {unused:.0%} of memory unused"
+                f"requested {size_text(use.memory_mb)}, {measured} {size_text(peak)} → {unused:.0%} of memory unused"
             )
         elif peak > use.memory_mb:
             lines.append(f"peak memory {size_text(peak)} is over the {size_text(use.memory_mb)} requested")

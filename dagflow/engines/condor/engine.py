@@ -21,11 +21,13 @@ from dagflow.engines.condor.compile import compile_plan
 from dagflow.engines.condor.dag_writer import DagOptions
 from dagflow.engines.condor.jobstate import read_jobstate
 from dagflow.engines.condor.observe import read_condor_status
+from dagflow.engines.condor.preflight import UnstartableError, refuse_unstartable, writable_or_error
 from dagflow.engines.condor.records import CondorRecord, condor_dir, is_condor_run
 from dagflow.engines.condor.schedd import (
     CondorUnreachableError,
     ScheddTarget,
     dagman_description,
+    reach,
     remove_job,
     submit_dagman,
 )
@@ -42,6 +44,7 @@ from dagflow.run.status import RUN_RUNNING, RunStatus
 from dagflow.spec import Spec, load_spec
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
 from dagflow.spec.sharing import absolute_paths
+from dagflow.text import plural
 
 
 class CondorRunError(DagflowError):
@@ -109,6 +112,7 @@ def prepare_condor(
     layout = RunLayout(Path(runs_dir).absolute(), plan.run_id)
     if layout.exists():  # a directory without plan.json is a prepare cut short: compiled again
         raise CondorRunError(f"run {plan.run_id} already exists in {layout.runs_dir}; choose another --run-id")
+    writable_or_error(layout.runs_dir)
     try:
         dag = compile_plan(plan, condor_dir(layout.run_dir), options=options, log_dir=layout.logs_dir, data_mode=mode)
     except DagflowError:
@@ -146,7 +150,9 @@ def submit_prepared(prepared: Prepared, dry_run: bool = False, rescue: int | Non
         if not prepared.record.submissions:
             marker.touch()  # compiled to be looked at: not `latest` until `dagflow resubmit` submits it
         return Submission(prepared, text, None, rescue)
-    cluster = submit_dagman(prepared.target, description, prepared.dag.parent)
+    schedd = reach(prepared.target)  # an unreachable schedd first: the compiled files are kept for it
+    refuse_unstartable(prepared.dag.parent)
+    cluster = submit_dagman(schedd, prepared.target, description, prepared.dag.parent)
     prepared.record.add_submission(prepared.layout.run_dir, cluster, rescue)
     marker.unlink(missing_ok=True)
     prepared.layout.mark_latest()
@@ -198,13 +204,13 @@ def _resubmit_edited(
     kept = [name for name in fresh.nodes if name not in forget and states.get(name) in DONE_STATES]
     print(
         f"dagflow: {fresh.source} changed since run {layout.run_id} was planned: re-planned from it "
-        f"({len(kept)} finished node(s) kept, {len(fresh.nodes) - len(kept)} to run)",
+        f"({plural(len(kept), 'finished node')} kept, {len(fresh.nodes) - len(kept)} to run)",
         file=sys.stderr,
     )
     rescue = (newest_rescue(prepared.dag) or 0) + 1
     if dry_run:
-        return Submission(prepared, f"# would compile {fresh.source} again and mark {len(kept)} node(s) DONE", None,
-                          rescue)
+        return Submission(prepared, f"# would compile {fresh.source} again and mark {plural(len(kept), 'node')} DONE",
+                          None, rescue)
     mode = check_transfer_spec(fresh, prepared.record.data_mode)
     dag = compile_plan(fresh, prepared.dag.parent, options=options, log_dir=layout.logs_dir, data_mode=mode)
     if dag != prepared.dag:  # the pipeline was renamed: its DAG file with it
@@ -246,6 +252,7 @@ def cancel_condor(layout: RunLayout) -> int:
         history = read_jobstate(prepared.record.files.jobstate_log)
         gone = " (DAGMan has finished)" if history is not None and not history.dagman_running else ""
         raise CondorRunError(f"DAGMan job {latest.cluster}.0 of run {layout.run_id} is not in the queue{gone}")
+    prepared.record.mark_removed(layout.run_dir)
     return latest.cluster
 
 
@@ -271,13 +278,18 @@ class CondorEngine(EngineBase):
     def submit(self, plan: Plan, run_dir: Path) -> str:
         """Submit a prepared run (preparing it first if needed), or resubmit a failed one from its rescue."""
         layout = RunLayout.from_run_dir(run_dir)
-        if not is_condor_run(layout.run_dir):
+        fresh = not is_condor_run(layout.run_dir)
+        if fresh:
             self.prepare(plan, layout.run_dir)
         prepared = load_prepared(layout)
         if prepared.record.submissions:
             return self.resume(run_dir)
         try:
             self.last = submit_prepared(prepared, dry_run=self.settings["dry_run"])
+        except UnstartableError:
+            if fresh:  # prepared for a submission that cannot be: leave no run behind
+                shutil.rmtree(layout.run_dir, ignore_errors=True)
+            raise
         except CondorUnreachableError as error:
             raise CondorUnreachableError(
                 f"{error}; compiled files kept in {prepared.dag.parent} "

@@ -26,6 +26,7 @@ from typing import Any
 from dagflow.engines.condor import events as ev
 from dagflow.engines.condor import idle_reasons
 from dagflow.engines.condor import status_files as sf
+from dagflow.engines.condor.dagman_start import not_started_reason
 from dagflow.engines.condor.jobstate import EVENT_STATES, JobstateLog, read_jobstate
 from dagflow.engines.condor.records import CondorRecord, condor_dir
 from dagflow.engines.condor.submit_writer import Layout
@@ -253,6 +254,13 @@ def _of_latest_submission(history: JobstateLog, cluster: int) -> bool:
     return bool(history.dagman_ids) and history.dagman_ids[-1].split(".")[0] == str(cluster)
 
 
+def _dagman_started(history: JobstateLog | None, dagman: ev.NodeJob | None, cluster: int) -> bool:
+    """Whether DAGMan job `cluster` ran, by its files (its own event log, the jobstate log)."""
+    if dagman is not None and dagman.state not in (ev.QUEUED, ev.HELD_STATE):
+        return True
+    return history is not None and _of_latest_submission(history, cluster)
+
+
 def _run_outcome(
     record: CondorRecord,
     history: JobstateLog | None,
@@ -263,6 +271,8 @@ def _run_outcome(
     """(DAGMan alive, the run's end state if it ended, when it ended)."""
     if record.latest is None:
         return False, None, None
+    if record.latest.removed is not None and not _dagman_started(history, dagman, record.latest.cluster):
+        return False, INTERRUPTED, record.latest.removed  # removed before it ran: no event will say so
     if history is not None and not _of_latest_submission(history, record.latest.cluster):
         # The log ends with an earlier DAGMan's finish (a resubmitted run whose new DAGMan has not
         # started yet): that outcome is not this submission's.
@@ -317,6 +327,8 @@ def read_condor_status(layout: RunLayout) -> RunStatus:
     status.extra = _extra(record, dagman, jobs, snapshot)
     status.extra["dagman_exit_code"] = exited.status if exited is not None else None
     status.extra["dagman_reason"] = exited.reason if exited is not None and outcome != SUCCEEDED else None
+    if alive and latest is not None and not _dagman_started(history, dagman, latest.cluster):
+        status.extra["dagman_reason"] = not_started_reason(record, latest.cluster)
     status.notes = _notes(status.extra, files.dag)
     status.resume_hint = f"dagflow resubmit {layout.run_id}"
     return status
@@ -353,6 +365,9 @@ def _extra(
         "dag_status": sf.STATUS_NAMES[snapshot.dag_status] if snapshot and snapshot.dag_status in range(8) else None,
         "status_file_time": snapshot.timestamp if snapshot else None,
         "held": held,
+        "data_mode": record.data_mode,
+        # The transfer mode sends a job's stdout and stderr back when it ends (`dagflow logs` says so).
+        "output_arrives": "its output comes back when the job ends" if record.data_mode == "transfer" else None,
     }
 
 

@@ -6,7 +6,8 @@
         <pipeline>.dag.condor.sub, .dagman.out, .dagman.log (the DAGMan job's own), .rescueNNN
     condor/run.json          {"engine": "condor", "dag": path, "schedd": name|null, "pool": host|null,
                               "data_mode": "transfer"|"shared",
-                              "submissions": [{"cluster": id, "t": time, "rescue": N|null}, ...]}
+                              "submissions": [{"cluster": id, "t": time, "rescue": N|null,
+                                                  "removed": time|null}, ...]}
 
 Node stdout/stderr go to the shared logs/<node>.out|.err, so `dagflow logs` works for condor runs too.
 """
@@ -34,6 +35,7 @@ class Submission:
     cluster: int  # the DAGMan job's ClusterId
     t: float
     rescue: int | None = None  # the rescue DAG number it ran from (resubmit), if any
+    removed: float | None = None  # when `dagflow cancel` had the schedd remove it
 
 
 @dataclass(slots=True)
@@ -85,6 +87,14 @@ class CondorRecord:
         self.submissions.append(submission)
         self.save(run_dir)
         return submission
+
+
+    def mark_removed(self, run_dir: Path) -> None:
+        """Record that the latest DAGMan job was removed: the only trace of a job that never started,
+        whose event log the schedd could not write."""
+        if self.latest is not None:
+            self.latest.removed = round(time.time(), 3)
+            self.save(run_dir)
 
 
 def is_condor_run(run_dir: Path) -> bool:

@@ -21,6 +21,8 @@ from dagflow.errors import EXIT_UNREACHABLE, DagflowError
 # Where HTCondor's packages install condor_dagman; used when it is not on this machine's PATH (a
 # remote schedd runs DAGMan on its own host, where the packages put it here).
 DEFAULT_DAGMAN = "/usr/bin/condor_dagman"
+# What the htcondor2 bindings set CONDOR_CONFIG to when it is unset and they find no condor_config.
+NO_CONFIG = "/dev/null"
 
 
 class CondorUnreachableError(DagflowError):
@@ -39,6 +41,9 @@ class ScheddTarget:
     def describe(self) -> str:
         if self.name is None and self.pool is None:
             config = os.environ.get("CONDOR_CONFIG", "the default HTCondor configuration")
+            if config == NO_CONFIG:
+                return ("the local schedd (no HTCondor configuration: set CONDOR_CONFIG to your pool's "
+                        "condor_config, or give --pool and --name)")
             return f"the local schedd (configuration: {config})"
         where = f"schedd {self.name!r}" if self.name else "the pool's schedd"
         return where + (f" in pool {self.pool}" if self.pool else "")
@@ -110,9 +115,31 @@ def connect(target: ScheddTarget):  # -> htcondor2.Schedd
         raise CondorUnreachableError(f"cannot reach {target.describe()}: {_error_text(error)}") from None
 
 
-def submit_dagman(target: ScheddTarget, description, dag_dir: Path) -> int:  # description: htcondor2.Submit
-    """Submit the DAGMan job; return its cluster id."""
+def reach(target: ScheddTarget):  # -> htcondor2.Schedd
+    """The schedd, once it has answered a query that matches nothing (connect() alone contacts no one)."""
     schedd = connect(target)
+    with _captured_output():
+        try:
+            schedd.query(constraint="false", projection=["ClusterId"])
+        except Exception as error:
+            raise CondorUnreachableError(f"cannot submit to {target.describe()}: {_error_text(error)}") from None
+    return schedd
+
+
+def job_ad(target: ScheddTarget, cluster: int, projection: list[str]) -> dict[str, object] | None:
+    """The queued job `cluster`.0's attributes in projection; None when it is not queued or the schedd
+    cannot be asked (status goes on without it)."""
+    try:
+        schedd = connect(target)
+        with _captured_output():
+            ads = schedd.query(constraint=f"ClusterId == {int(cluster)} && ProcId == 0", projection=projection)
+    except Exception:  # any failure of the bindings: no answer
+        return None
+    return {key: ad.eval(key) for ad in ads[:1] for key in projection if key in ad}
+
+
+def submit_dagman(schedd, target: ScheddTarget, description, dag_dir: Path) -> int:
+    """Submit the DAGMan job to schedd (from reach(target)); return its cluster id."""
     with contextlib.chdir(dag_dir), _captured_output():
         try:
             result = schedd.submit(description)
