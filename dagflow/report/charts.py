@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from dagflow.palette import region_colours
 from dagflow.report.svg import esc
-from dagflow.report.timeline import PALETTE
 
 WIDTH, HEIGHT = 720, 360
 LEFT, RIGHT, TOP, BOTTOM = 70, 150, 20, 40
@@ -69,8 +69,9 @@ def convergence_svg(summary: dict[str, Any]) -> str:
     parts.append(
         f'<text transform="translate(14,{TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">{esc(metric)}</text>'
     )
+    colours = region_colours(summary)
     for index, region in enumerate(sorted(set(curves) | set(dots_by_region))):
-        colour = PALETTE[index % len(PALETTE)]
+        colour = colours[region]
         curve = curves.get(region, [])
         if curve:
             path = [f"M{sx(curve[0][0]):.1f},{sy(curve[0][1]):.1f}"]

@@ -8,6 +8,7 @@ the (grouped) graph; boxes in a layer are ordered by a few barycenter sweeps to 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dagflow.plan.model import Plan
@@ -18,6 +19,7 @@ GAP_X = 70
 GAP_Y = 14
 MARGIN = 16
 CHAR_WIDTH = 7.0  # px per character of the 12px sans-serif labels, a little generous
+LABEL_PAD = 8  # px between a box's left and right edges and its labels
 MIN_BOX_WIDTH = 110
 MAX_BOX_WIDTH = 260
 SWEEPS = 4
@@ -129,7 +131,17 @@ def _order_layers(columns: list[list[int]], edges: list[tuple[int, int]], count:
                 position[index] = rank
 
 
-def layout_plan(plan: Plan, max_boxes: int = MAX_BOXES) -> DagLayout:
+def estimated_label_width(box: Box) -> float:
+    """px the wider of a box's two labels takes, estimated from its length (for a browser's font, which
+    this side cannot measure)."""
+    return max(len(box.label), len(box.sublabel)) * CHAR_WIDTH
+
+
+def layout_plan(
+    plan: Plan, max_boxes: int = MAX_BOXES, label_width: Callable[[Box], float] = estimated_label_width
+) -> DagLayout:
+    """label_width: px the wider of a box's labels takes; boxes are made wide enough for the widest (up to
+    MAX_BOX_WIDTH)."""
     boxes, box_of = group_plan(plan, max_boxes)
     index_of = {box.key: index for index, box in enumerate(boxes)}
     edges = sorted(
@@ -145,8 +157,8 @@ def layout_plan(plan: Plan, max_boxes: int = MAX_BOXES) -> DagLayout:
         columns[layer[index]].append(index)
     _order_layers(columns, edges, len(boxes))
 
-    longest = max((max(len(box.label), len(box.sublabel)) for box in boxes), default=10)
-    box_width = min(MAX_BOX_WIDTH, max(MIN_BOX_WIDTH, longest * CHAR_WIDTH + 16))
+    widest = max((label_width(box) for box in boxes), default=0.0)
+    box_width = min(MAX_BOX_WIDTH, max(MIN_BOX_WIDTH, widest + 2 * LABEL_PAD))
     tallest = max((len(column) for column in columns), default=0)
     height = 2 * MARGIN + tallest * BOX_HEIGHT + max(0, tallest - 1) * GAP_Y
     for number, column in enumerate(columns):

@@ -22,6 +22,7 @@ from dagflow.report.search_html import search_section
 from dagflow.report.svg import dag_svg, esc, legend_html
 from dagflow.report.timeline import place_name, spans_of, step_colours, timeline_svg
 from dagflow.run.usage import latest_by_node
+from dagflow.text import plural
 
 METRIC_COLUMNS = 12
 METRIC_ROWS = 2000
@@ -35,7 +36,7 @@ def _header(report: RunReport) -> str:
     counts = " · ".join(f"{n} {esc(state.replace('_', '-'))}" for state, n in report.counts.items())
     return (
         f"<header><h1>Run {esc(report.run_id)}</h1><div class=\"meta\">pipeline <b>{esc(report.pipeline)}</b> · "
-        f"engine {esc(report.engine)} · <b>{esc(report.state)}</b> · {total} nodes ({counts}) · "
+        f"engine {esc(report.engine)} · <b>{esc(report.state)}</b> · {plural(total, 'node')} ({counts}) · "
         f"started {utc_time(report.started)} · took {duration_text(elapsed)}</div>"
         f'<div class="meta">{esc(report.run_dir)}</div></header>'
     )
@@ -89,7 +90,7 @@ def _timeline_section(report: RunReport) -> str:
     spans = spans_of(report.usage, report.records, steps)
     hosts = len({span.host for span in spans})
     lead = (
-        f'<p class="muted">{len(spans)} attempts on {hosts} machine{"s" if hosts != 1 else ""}; one lane per slot '
+        f'<p class="muted">{plural(len(spans), "attempt")} on {plural(hosts, "machine")}; one lane per slot '
         "(lanes are packed where the engine names no slot); a red outline marks a failed attempt.</p>"
     )
     in_order = dict.fromkeys(node.step for node in report.plan.nodes.values())  # steps in DAG order
@@ -230,7 +231,7 @@ def _nodes_section(report: RunReport) -> str:
     total = len(rows)
     opened = " open" if total <= OPEN_NODE_TABLE else ""
     return (
-        f'<section id="nodes"><h2>Nodes</h2><details{opened}><summary>{total} nodes (click a column to sort)'
+        f'<section id="nodes"><h2>Nodes</h2><details{opened}><summary>{plural(total, "node")} (click a column to sort)'
         f'</summary><input id="node-filter" type="search" placeholder="filter: words that must all appear"> '
         f'<span class="muted"><span id="node-count">{total}</span> shown</span><div class="scroll">'
         '<table class="sortable" id="node-table"><thead><tr><th>node</th><th>step</th><th>coordinates</th>'

@@ -64,7 +64,11 @@ SCRIPT = """
   });
   var boxes = document.querySelectorAll("svg.dag g.box").length;
   var ready = document.getElementById("report-ready");
-  ready.textContent = "drawn: " + boxes + " DAG boxes";
+  if (document.querySelector("svg.dag")) {
+    ready.textContent = "DAG boxes drawn: " + boxes;
+  } else {
+    ready.textContent = "";  // a page without a DAG: nothing to say about one
+  }
   ready.setAttribute("data-boxes", String(boxes));
   document.body.setAttribute("data-ready", "1");
 })();

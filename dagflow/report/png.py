@@ -3,18 +3,27 @@ without a browser (`dagflow plan --png`, `dagflow report --png`)."""
 
 from __future__ import annotations
 
+import bisect
 import io
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dagflow.files import write_atomic
 from dagflow.plan.model import Plan
-from dagflow.report.dag_layout import MAX_BOXES, layout_plan
+from dagflow.report.dag_layout import LABEL_PAD, MAX_BOXES, Box, layout_plan
 from dagflow.report.svg import STATE_ORDER, colour
+from dagflow.text import plural
+
+if TYPE_CHECKING:
+    from matplotlib.font_manager import FontProperties
 
 DPI = 100
 MAX_INCHES = 160  # matplotlib refuses images past 2^16 px a side; stay well under it
 PLAIN_FILL = "#dfe8f3"  # boxes of a plan that has not run
+LABEL_POINTS = 9  # a box's bold label; its sublabel is 1.5 points smaller
+SMALL_LABEL_POINTS = 6  # when the picture is too wide to draw at full size
 
 
 def dag_png(plan: Plan, path: Path, states: dict[str, str] | None = None, max_boxes: int = MAX_BOXES) -> Path:
@@ -25,7 +34,8 @@ def dag_png(plan: Plan, path: Path, states: dict[str, str] | None = None, max_bo
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-    layout = layout_plan(plan, max_boxes)
+    width_of = _text_width()
+    layout = layout_plan(plan, max_boxes, lambda box: _label_width(box, LABEL_POINTS, width_of))
     width_in = min(MAX_INCHES, max(3.0, layout.width / DPI))
     height_in = min(MAX_INCHES, max(1.5, layout.height / DPI + 0.4))
     figure = plt.figure(figsize=(width_in, height_in), dpi=DPI)
@@ -35,7 +45,9 @@ def dag_png(plan: Plan, path: Path, states: dict[str, str] | None = None, max_bo
         axes.set_ylim(max(layout.height, 1) + 30, 0)  # y grows downward, as in the SVG; room for the title
         axes.axis("off")
         w, h = layout.box_width, layout.box_height
-        font = 9 if layout.width / DPI <= MAX_INCHES else 6
+        points = LABEL_POINTS if layout.width / DPI <= MAX_INCHES else SMALL_LABEL_POINTS
+        label_font, sublabel_font = _fonts(points)
+        room = (w - 2 * LABEL_PAD) * width_in * DPI / max(layout.width, 1)  # px: a data unit is not always one
         for parent, child in layout.edges:
             a, b = layout.boxes[parent], layout.boxes[child]
             axes.add_patch(
@@ -54,15 +66,18 @@ def dag_png(plan: Plan, path: Path, states: dict[str, str] | None = None, max_bo
             )  # fmt: skip
             dark = states is not None and single and box_state(counts) not in ("pending", "queued", "cached")
             ink = "white" if dark else "#1d2329"
-            axes.text(box.x + 7, box.y + 15, _fit(box.label, w), fontsize=font, weight="bold", color=ink, va="baseline")
-            axes.text(box.x + 7, box.y + 30, _fit(box.sublabel, w), fontsize=font - 1.5, color=ink, va="baseline")
+            for text, font, baseline in ((box.label, label_font, 15), (box.sublabel, sublabel_font, 30)):
+                shown = _fit(text, room, lambda part, font=font: width_of(part, font))
+                axes.text(box.x + LABEL_PAD, box.y + baseline, shown, fontproperties=font, color=ink,
+                          va="baseline", parse_math=False)  # fmt: skip
             if states is not None and not single:
                 x, span = box.x + 6, w - 12
                 for state in sorted(counts, key=_state_rank):
                     part = span * counts[state] / len(box.members)
                     axes.add_patch(Rectangle((x, box.y + h - 11), part, 6, facecolor=colour(state), linewidth=0))
                     x += part
-        title = f"{plan.pipeline}: {layout.nodes} nodes" + (f" in {len(layout.boxes)} groups" if layout.grouped else "")
+        groups = f" in {len(layout.boxes)} groups" if layout.grouped else ""
+        title = f"{plan.pipeline}: {plural(layout.nodes, 'node')}{groups}"
         axes.text(8, layout.height + 20, title, fontsize=9, color="#555")
         png = io.BytesIO()
         figure.savefig(png, format="png", dpi=DPI, facecolor="white")
@@ -80,6 +95,34 @@ def _state_rank(state: str) -> int:
     return STATE_ORDER.index(state) if state in STATE_ORDER else len(STATE_ORDER)
 
 
-def _fit(text: str, width: float) -> str:
-    most = max(3, int(width / 6.8))
-    return text if len(text) <= most else text[: most - 1] + "…"
+def _fonts(points: float) -> tuple[FontProperties, FontProperties]:
+    """A box's label font and its sublabel font."""
+    from matplotlib.font_manager import FontProperties
+
+    return FontProperties(size=points, weight="bold"), FontProperties(size=points - 1.5)
+
+
+def _text_width() -> Callable[[str, FontProperties], float]:
+    """Pixels a text takes in a font, measured by the renderer that draws the PNG (DejaVu Sans Bold is far
+    wider than any per-character guess for letters like m and w)."""
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    renderer = RendererAgg(1, 1, DPI)
+
+    def width(text: str, font: FontProperties) -> float:
+        return float(renderer.get_text_width_height_descent(text, font, ismath=False)[0])
+
+    return width
+
+
+def _label_width(box: Box, points: float, width_of: Callable[[str, FontProperties], float]) -> float:
+    label_font, sublabel_font = _fonts(points)
+    return max(width_of(box.label, label_font), width_of(box.sublabel, sublabel_font))
+
+
+def _fit(text: str, room: float, width_of: Callable[[str], float]) -> str:
+    """text, or its longest start that fits room px with an ellipsis after it."""
+    if width_of(text) <= room:
+        return text
+    too_wide = bisect.bisect_left(range(len(text)), True, key=lambda keep: width_of(text[:keep] + "…") > room)
+    return text[: max(too_wide - 1, 0)] + "…"

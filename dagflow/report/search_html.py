@@ -9,6 +9,7 @@ from typing import Any
 from dagflow.report.charts import convergence_svg
 from dagflow.report.page import number_text, page, state_badge, value_cell
 from dagflow.report.svg import esc
+from dagflow.text import plural
 
 
 def search_section(summary: dict[str, Any]) -> str:
@@ -22,7 +23,8 @@ def search_section(summary: dict[str, Any]) -> str:
         rows.append(
             f"<tr><td class=\"num\" data-v=\"{trial['trial']}\">t{trial['trial']}</td>{region}"
             f"<td>{state_badge(str(trial['state']))}</td>{value_cell(trial['value'])}<td>{esc(params)}</td>"
-            f"<td>{esc(trial['run_id'])}</td><td>{esc(trial.get('error') or '')}</td></tr>"
+            f"<td>{esc(trial['run_id'])}</td><td>{esc(trial.get('error') or '')}</td>"
+            f"<td>{esc(trial.get('stopped_because') or '')}</td></tr>"
         )
     best = []
     for region, info in summary["regions"].items():
@@ -44,7 +46,8 @@ def search_section(summary: dict[str, Any]) -> str:
     region_head = "<th>region</th>" if per_region else ""
     table = (
         f'<table class="sortable"><thead><tr><th>trial</th>{region_head}<th>state</th><th>{esc(summary["metric"])}</th>'
-        f"<th>params</th><th>run</th><th>error</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        "<th>params</th><th>run</th><th>error</th><th>stopped because</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
     )
     return (
         f'<section id="search"><h2>Search</h2>{lead}<ul>{"".join(best)}</ul><h3>Convergence</h3>'
@@ -56,7 +59,7 @@ def render_search(summary: dict[str, Any]) -> str:
     states = Counter(trial["state"] for trial in summary["trials"])
     counts = " · ".join(f"{n} {esc(state)}" for state, n in states.items())
     header = (
-        f'<header><h1>Search {esc(summary["search"])}</h1><div class="meta">{len(summary["trials"])} trials '
+        f'<header><h1>Search {esc(summary["search"])}</h1><div class="meta">{plural(len(summary["trials"]), "trial")} '
         f"({counts})</div></header>"
     )
     return page(f"dagflow search {summary['search']}", header, "", search_section(summary))

@@ -10,6 +10,7 @@ from collections import Counter
 from html import escape
 
 from dagflow.report.dag_layout import Box, DagLayout
+from dagflow.text import plural
 
 # Colours by node state (fill, text); unknown states get the last resort.
 STATE_COLOURS: dict[str, str] = {
@@ -111,7 +112,7 @@ def dag_svg(layout: DagLayout, states: dict[str, str], ident: str = "dag") -> st
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="dag" width="{width:.0f}" height="{height:.0f}" '
         f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif" role="img" '
-        f'aria-label="DAG of {layout.nodes} nodes">',
+        f'aria-label="DAG of {plural(layout.nodes, "node")}">',
         f'<defs><marker id="{esc(ident)}-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
         'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#667"/></marker></defs>',
         f'<g class="edges" fill="none" stroke="#667" stroke-width="1" marker-end="url(#{esc(ident)}-arrow)" '

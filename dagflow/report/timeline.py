@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from dagflow.palette import PALETTE
 from dagflow.report.svg import esc
 from dagflow.run.journal import NodeRecord
 from dagflow.run.usage import NodeUsage
@@ -22,9 +23,6 @@ LANE_HEIGHT = 16
 AXIS_HEIGHT = 24
 MAX_LANES = 400  # lanes drawn; a bigger pool's further lanes are summed up in one line
 UNKNOWN_HOST = "(host not recorded)"
-PALETTE = (
-    "#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#bab0ac", "#e15759",
-)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dagflow.files import write_atomic
+from dagflow.palette import region_colours
 from dagflow.search.scheduler import params_text
 from dagflow.search.store import CANCELLED, COUNTED, FAILED, IN_FLIGHT, SUCCEEDED, SearchRecord, Trial, best_trial
 from dagflow.text import inert
@@ -54,7 +55,10 @@ def summarise(record: SearchRecord, trials: list[Trial]) -> dict[str, Any]:
                 "engine": trial.engine,
                 "run_id": trial.run_id,
                 "job": trial.handle,
-                "error": trial.error,
+                # the store keeps one text per ended trial: an error for a failed one, and for a trial
+                # stopped early or cancelled, why it was stopped
+                "error": trial.error if trial.state == FAILED else None,
+                "stopped_because": None if trial.state == FAILED else trial.error,
                 "step": trial.step,
                 "created": trial.created,
                 "finished": trial.finished,
@@ -121,6 +125,7 @@ def plot_convergence(summary: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
+    colours = region_colours(summary)
     figure, axes = plt.subplots(figsize=(7, 4.5), dpi=100)
     try:
         for region, info in summary["regions"].items():
@@ -128,14 +133,14 @@ def plot_convergence(summary: dict[str, Any], path: Path) -> Path:
             curve = [(x, y) for x, y in info["best_so_far"] if y is not None]
             if curve:
                 xs, ys = zip(*curve, strict=True)
-                line = axes.step(xs, ys, where="post", label=f"{label} best so far")[0]
+                axes.step(xs, ys, where="post", label=f"{label} best so far", color=colours[region])
                 dots = [
                     (t["trial"], t["value"])
                     for t in summary["trials"]
                     if (t["region"] or "") == region and t["state"] == SUCCEEDED and t["value"] is not None
                 ]
                 if dots:
-                    axes.scatter(*zip(*dots, strict=True), s=12, alpha=0.5, color=line.get_color())
+                    axes.scatter(*zip(*dots, strict=True), s=12, alpha=0.5, color=colours[region])
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_xlabel("trial")
         axes.set_ylabel(f"{summary['metric']} ({summary['goal']})")

@@ -18,6 +18,7 @@ from dagflow.engines.local.settings import LOCAL_OPTIONS
 from dagflow.plan import Plan
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
 from dagflow.run.status import RunStatus, read_status
+from dagflow.text import plural
 
 
 class LocalEngineContract(EngineBase, LocalEngine):
@@ -55,7 +56,7 @@ class LocalEngineContract(EngineBase, LocalEngine):
             running = sum(1 for rc in status.unjournaled.values() if rc is None)
             if status.unjournaled:
                 status.notes.append(
-                    f"its runner died: {running} node(s) still run under its keeper, "
+                    f"its runner died: its keeper still runs {plural(running, 'node')}, "
                     f"{len(status.unjournaled) - running} ended since; `dagflow run --resume {layout.run_id}` "
                     "adopts them (so does running the pipeline again)"
                 )

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from dagflow.engines.local.options import RUN_INTERRUPTED, RUN_SUCCEEDED, RunResult
 from dagflow.plan import Plan
 from dagflow.promote.verdict import promotion_lines, promotion_records
+from dagflow.text import plural
 
 
 @dataclass(slots=True)
@@ -58,16 +59,16 @@ def summary_lines(result: RunResult, runs_dir_hint: str = "") -> list[str]:
     parts = [f"{count} {state.replace('_', '-')}" for state, count in counts.items()]
     lines = [f"run {result.run_id} {result.state} in {result.duration_s:.1f}s: {', '.join(parts) or 'no nodes'}"]
     if result.resumed_done:
-        lines.append(f"  {result.resumed_done} nodes had finished before this resume and were not rerun")
+        lines.append(f"  {plural(result.resumed_done, 'node')} had finished before this resume: not rerun")
     if counts.get("cached"):
-        lines.append(f"  skipped {counts['cached']} cached nodes (unchanged since they last succeeded)")
+        lines.append(f"  skipped {plural(counts['cached'], 'cached node')} (unchanged since last success)")
     for failure in result.failures[:20]:
         tries = f" after {failure.attempts} attempts" if failure.attempts > 1 else ""
         lines.append(f"  failed {failure.node}: {failure.why}{tries}; {failure.log_hint()}")
     if len(result.failures) > 20:
-        lines.append(f"  ... and {len(result.failures) - 20} more failed nodes")
+        lines.append(f"  ... and {plural(len(result.failures) - 20, 'more failed node')}")
     if counts.get("upstream_failed"):
-        lines.append(f"  {counts['upstream_failed']} nodes did not run because a node they need failed")
+        lines.append(f"  {plural(counts['upstream_failed'], 'node')} did not run: a node upstream failed")
     lines.extend(promotion_lines(result.run_dir, result.states))
     if result.state != RUN_SUCCEEDED:
         lines.append(f"resume with: dagflow run --resume {result.run_id}{runs_dir_hint}")
@@ -121,7 +122,7 @@ class PlainReporter(Reporter):
 
     def nodes_blocked(self, names: list[str], by: str) -> None:
         self.finished += len(names)
-        self._print(f"[{self.finished}/{self.total}] {len(names)} nodes will not run: {by} failed")
+        self._print(f"[{self.finished}/{self.total}] {plural(len(names), 'node')} will not run: {by} failed")
 
     def run_finished(self, result: RunResult) -> None:
         if result.state == RUN_INTERRUPTED:

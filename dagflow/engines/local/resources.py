@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan, Resources
+from dagflow.text import plural
 
 
 class ResourceError(DagflowError):
@@ -105,17 +106,17 @@ def infeasible(plan: Plan, machine: Machine) -> list[str]:
     for name in sorted(used_steps):
         res = plan.steps[name].resources
         if res.cpus > machine.cpus:
-            problems.append(f"step {name} needs {res.cpus} cpus; this machine has {machine.cpus}")
+            problems.append(f"step {name} needs {plural(res.cpus, 'cpu')}; this machine has {machine.cpus}")
         if res.memory_mb > machine.memory_mb:
             problems.append(f"step {name} needs {res.memory_mb} MB of memory; this machine has {machine.memory_mb} MB")
         if res.gpus:
             suitable = [gpu for gpu in machine.gpus if _gpu_fits(gpu, res)]
             if res.gpus > len(suitable):
-                have = f"{len(machine.gpus)} GPUs ({machine.gpu_source})"
+                have = f"{plural(len(machine.gpus), 'GPU')} ({machine.gpu_source})"
                 if res.gpu_memory_mb and len(suitable) < len(machine.gpus):
                     have += f", {len(suitable)} with at least {res.gpu_memory_mb} MB"
                 hint = "" if machine.gpus else "; name devices with --gpus 0,1"
-                problems.append(f"step {name} needs {res.gpus} GPUs; this machine has {have}{hint}")
+                problems.append(f"step {name} needs {plural(res.gpus, 'GPU')}; this machine has {have}{hint}")
     return problems
 
 
