@@ -31,8 +31,36 @@ def note_json(ctx: typer.Context, value: bool) -> bool:
 
 # Options several commands share, spelled and documented once.
 RunsDirOption = Annotated[Path, typer.Option("--runs-dir", help="Where runs live.", show_default=True, file_okay=False)]
+# The runs dir of commands that start or find a pipeline's runs: by default beside the pipeline file.
+PipelineRunsDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--runs-dir", file_okay=False, show_default=False,
+        help="Where runs live [default: .dagflow/runs beside the pipeline file; a run is looked for in "
+        "./.dagflow/runs and in those of the pipelines run from this directory].",
+    ),
+]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Machine-readable output (errors too: one JSON object).", callback=note_json)
+]
+OnlyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--only", metavar="AXIS=VALUE", show_default=False,
+        help="Only the nodes whose matrix value on AXIS is VALUE, e.g. --only region=us. Repeat it: values of "
+        "one axis add up (--only region=us --only region=br: both), different axes narrow (--only region=us "
+        "--only size=big: us and big). A node that gathers over AXIS (a report over regions) is left out "
+        "unless every node it needs is kept.",
+    ),
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", metavar="NAME=VALUE", show_default=False,
+        help="Use VALUE for the pipeline's param NAME instead of its params: default, e.g. --set alpha=0.5 "
+        "(read as YAML: 0.5 is a number, true a boolean; repeatable). Nodes whose command uses the param "
+        "change and rerun; the rest stay cached. The run records it (dagflow status shows it).",
+    ),
 ]
 
 
@@ -97,21 +125,58 @@ def _fail_json(error: DagflowError) -> None:
         print_json_error(str(error), error.exit_code)
 
 
-def load_plan_or_exit(path: Path, run_id: str | None = None, honoured_by: str | None = None):  # -> Plan
-    """Load, validate and expand a pipeline file; on bad input print every diagnostic and exit 2.
+def runs_dir_of(pipeline: Path, given: Path | None) -> Path:
+    """Where a new run of pipeline goes: --runs-dir, else .dagflow/runs beside the pipeline file (noted in
+    ./.dagflow/other-runs when that is elsewhere, so that status, logs, ... typed here find it too)."""
+    from dagflow.run.layout import pipeline_runs_dir, remember_runs_dir
+
+    if given is not None:
+        return given
+    runs_dir = pipeline_runs_dir(pipeline)
+    remember_runs_dir(runs_dir, Path.cwd())
+    return runs_dir
+
+
+def as_typed(runs_dir: Path) -> Path:
+    """runs_dir as an engine's hints should show it: `.dagflow/runs` when it is this directory's own."""
+    from dagflow.run.layout import DEFAULT_RUNS_DIR
+
+    return DEFAULT_RUNS_DIR if Path(runs_dir).absolute() == Path.cwd() / DEFAULT_RUNS_DIR else runs_dir
+
+
+def find_run_from(given: Path | None, run_id: str | None):  # -> RunLayout
+    """The run a command names (an id, 'latest' or None for the latest): under --runs-dir when given, else
+    in ./.dagflow/runs and the runs dirs of pipelines run from here (dagflow/run/layout.py)."""
+    from dagflow.run.layout import find_run, locate_run, runs_dirs_seen_from
+
+    if given is not None:
+        return find_run(given, run_id)
+    return locate_run(runs_dirs_seen_from(Path.cwd()), run_id)
+
+
+def load_plan_or_exit(
+    path: Path,
+    run_id: str | None = None,
+    honoured_by: str | None = None,
+    only: Sequence[str] | None = None,
+    sets: Sequence[str] | None = None,
+):  # -> Plan
+    """Load, validate and expand a pipeline file, with the --only and --set given; on bad input print every
+    diagnostic and exit 2. The one loader of run, submit, plan and compile.
 
     Warnings (a deprecated key; with honoured_by, each step field that engine ignores) go to stderr.
     """
-    from dagflow.plan.expand import expand
+    from dagflow.plan.overrides import parse_overrides, plan_with
     from dagflow.run.ids import validate_run_id
     from dagflow.spec import load_spec
 
     try:
         if run_id is not None:
             validate_run_id(run_id)  # before it names a directory ({run.id} in paths, the run directory)
+        overrides = parse_overrides(only or (), sets or ())
         spec = load_spec(path)
         print_spec_warnings(spec, honoured_by)
-        return expand(spec, run_id=run_id)
+        return plan_with(spec, run_id, overrides)
     except DagflowError as error:
         fail(error)
 

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import checked_run_id, fail, load_plan_or_exit
+from dagflow.cli.common import OnlyOption, SetOption, checked_run_id, fail, load_plan_or_exit
 from dagflow.errors import EXIT_USAGE, DagflowError
 
 
@@ -39,6 +39,8 @@ def compile_command(
                      help="transfer: nothing shared, HTCondor moves declared inputs, scripts and outputs; shared: "
                      "jobs run in the pipeline's directory (default: the pipeline's condor.data_mode, else transfer)."),
     ] = None,
+    only: OnlyOption = None,
+    sets: SetOption = None,
 ) -> None:
     """Compile a pipeline into HTCondor DAGMan input, ready for condor_submit_dag.
 
@@ -58,7 +60,7 @@ def compile_command(
     """
     from dagflow.engines.condor.compile import compile_plan
 
-    plan = load_plan_or_exit(pipeline, run_id)
+    plan = load_plan_or_exit(pipeline, run_id, only=only, sets=sets)
     out_dir = output if output is not None else Path(".dagflow") / "runs" / plan.run_id / "condor"
     try:
         from dagflow.engines.condor.dag_writer import DagOptions

@@ -130,9 +130,12 @@ def engine_option(default: str) -> Any:
     )
 
 
-def load_plan_for(pipeline: Path, run_id: str | None, engine: str) -> Plan:
-    """Load and expand a pipeline, warning on stderr about each step field the engine will ignore."""
-    return load_plan_or_exit(pipeline, run_id, honoured_by=engine)
+def load_plan_for(
+    pipeline: Path, run_id: str | None, engine: str, only: list[str] | None = None, sets: list[str] | None = None
+) -> Plan:
+    """Load and expand a pipeline with its --only and --set, warning on stderr about each step field the engine
+    will ignore."""
+    return load_plan_or_exit(pipeline, run_id, honoured_by=engine, only=only, sets=sets)
 
 
 def print_report(report: Report, json_output: bool) -> None:

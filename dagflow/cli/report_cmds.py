@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import RunsDirOption, fail
+from dagflow.cli.common import PipelineRunsDirOption, fail, find_run_from
 from dagflow.errors import DagflowError
-from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, RunNotFoundError, find_run
+from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, RunNotFoundError
 
 REPORT_FILE = "report.html"
 SEARCH_DB = "search.db"  # beside the runs directory, as dagflow search's default .dagflow/search.db
@@ -20,14 +20,15 @@ class ReportUsageError(DagflowError):
     pass
 
 
-def resolve_run(run: str | None, runs_dir: Path) -> RunLayout:
-    """A run named by id (or 'latest') under runs_dir, or by its directory (a path holding plan.json)."""
+def resolve_run(run: str | None, runs_dir: Path | None) -> RunLayout:
+    """A run named by id (or 'latest'), found as status finds it, or by its directory (a path holding
+    plan.json)."""
     if run is not None and ("/" in run or run in (".", "..")):
         layout = RunLayout.from_run_dir(Path(run))
         if not layout.exists():
             raise RunNotFoundError(f"{run}: not a run directory (no plan.json in it)")
         return layout
-    return find_run(runs_dir, run)
+    return find_run_from(runs_dir, run)
 
 
 @app.command("report")
@@ -51,7 +52,7 @@ def report_command(
         Path | None,
         typer.Option("--db", help="The search database [default: search.db beside the runs dir].", dir_okay=False),
     ] = None,
-    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    runs_dir: PipelineRunsDirOption = None,
 ) -> None:
     """Write one self-contained HTML page about a run: the DAG with node states, a timeline per machine
     slot, resources used against requested per step (waste called out), metrics and promotion verdicts
@@ -66,7 +67,7 @@ def report_command(
         if search is not None:
             if run is not None or png is not None:
                 raise ReportUsageError("--search reports a whole search: give no RUN and no --png with it")
-            database = db or Path(runs_dir).absolute().parent / SEARCH_DB
+            database = db or Path(runs_dir or DEFAULT_RUNS_DIR).absolute().parent / SEARCH_DB
             summary = search_summary(database, search)
             if summary is None:
                 raise ReportUsageError(f"no search {search!r} in {database} (give --db)")

@@ -12,13 +12,23 @@ from typing import Annotated, Any
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import JsonOption, RunsDirOption, checked_run_id, fail
+from dagflow.cli.common import (
+    JsonOption,
+    OnlyOption,
+    PipelineRunsDirOption,
+    SetOption,
+    as_typed,
+    checked_run_id,
+    fail,
+    find_run_from,
+    runs_dir_of,
+)
 from dagflow.cli.engine_flags import check_engine_settings, engine_option, load_plan_for, with_engine_options
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.ids import new_run_id
 from dagflow.run.journal import CACHED, read_journal
-from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, RunNotFoundError, find_run
+from dagflow.run.layout import RunLayout, RunNotFoundError
 
 RUN_DEFAULT_ENGINE = "local"
 
@@ -27,11 +37,13 @@ class UsageError(DagflowError):
     pass
 
 
-def _load_plan(pipeline: Path, run_id: str | None, engine: str) -> Plan:
+def _load_plan(pipeline: Path, run_id: str | None, engine: str, only: list[str], sets: list[str]) -> Plan:
     if not pipeline.is_file():
         raise UsageError(f"{pipeline}: no such file")
     if pipeline.suffix != ".json":
-        return load_plan_for(pipeline, run_id, engine)
+        return load_plan_for(pipeline, run_id, engine, only, sets)
+    if only or sets:
+        raise UsageError(f"{pipeline}: a plan file is run as it was planned; --only and --set need a pipeline file")
     try:
         plan = Plan.from_json(pipeline.read_text())
     except (ValueError, KeyError, TypeError) as error:
@@ -40,8 +52,8 @@ def _load_plan(pipeline: Path, run_id: str | None, engine: str) -> Plan:
     return plan
 
 
-def _runs_dir_hint(runs_dir: Path) -> str:
-    return "" if runs_dir == DEFAULT_RUNS_DIR else f" --runs-dir {runs_dir}"
+def _runs_dir_hint(runs_dir: Path | None) -> str:
+    return "" if runs_dir is None else f" --runs-dir {runs_dir}"
 
 
 @app.command("run")
@@ -55,17 +67,23 @@ def run_command(
         typer.Option("--resume", metavar="RUN_ID", help="Rerun what did not finish in this run ('latest')."),
     ] = None,
     json_output: JsonOption = False,
-    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    runs_dir: PipelineRunsDirOption = None,
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Name the new run.", callback=checked_run_id)
     ] = None,
     engine: Annotated[str | None, engine_option(RUN_DEFAULT_ENGINE)] = None,
+    only: OnlyOption = None,
+    sets: SetOption = None,
     engine_settings: dict[str, Any] | None = None,
 ) -> None:
     """Run a pipeline and wait for it: on this machine by default (nodes in parallel, retries, timeouts,
     caching, resume), or on a batch engine with --engine.
 
-    Every run keeps its plan, logs and journal in RUNS_DIR/<run-id>/. A node unchanged since it last
+    Part of it, or other params: `dagflow run pipeline.yaml --only region=us --set alpha=0.5` runs the us
+    nodes with alpha 0.5; running the same command again finds them cached.
+
+    Every run keeps its plan, logs and journal in RUNS_DIR/<run-id>/ (.dagflow/runs beside the pipeline file,
+    wherever the command is typed; status and logs find it from there and from here). A node unchanged since it last
     succeeded (command, environment, params, input files, upstream) is skipped; after a crash or
     Ctrl-C, `dagflow run --resume RUN_ID` reruns only what had not finished, on the engine that started
     the run. Exit status: 0 all succeeded, 1 some node failed, 2 bad input, 130 interrupted.
@@ -76,19 +94,20 @@ def run_command(
     given = engine_settings or {}
     try:
         if resume is not None:
-            check_resume_arguments(pipeline, run_id)
-            layout = find_run(runs_dir, resume)
+            check_resume_arguments(pipeline, run_id, only, sets)
+            layout = find_run_from(runs_dir, resume)
             name = continued_engine(layout, engine)
             check_engine_settings(name, given, "run")
-            code = load_engine(name, runs_dir, given).run(None, layout.run_dir, json_output)
+            code = load_engine(name, as_typed(layout.runs_dir), given).run(None, layout.run_dir, json_output)
         else:
             if pipeline is None:
                 raise UsageError("give a pipeline file to run, or --resume RUN_ID")
             name = engine or RUN_DEFAULT_ENGINE
             check_engine_settings(name, given, "run")
-            chosen = load_engine(name, runs_dir, given)
-            plan = _load_plan(pipeline, run_id, name)
-            layout = RunLayout(Path(runs_dir).absolute(), plan.run_id)
+            plan = _load_plan(pipeline, run_id, name, only or [], sets or [])
+            chosen_dir = runs_dir_of(pipeline, runs_dir)
+            chosen = load_engine(name, chosen_dir, given)
+            layout = RunLayout(Path(chosen_dir).absolute(), plan.run_id)
             code = chosen.run(plan, layout.run_dir, json_output)
         if code is None:  # a batch engine: show where the run ended
             code = print_run_status(layout, json_output)
@@ -100,7 +119,7 @@ def run_command(
 @app.command("status")
 def status_command(
     run_id: Annotated[str | None, typer.Argument(help="Run id [default: the latest run].")] = None,
-    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    runs_dir: PipelineRunsDirOption = None,
     json_output: JsonOption = False,
     show_all: Annotated[bool, typer.Option("--all", help="List every node, also finished ones.")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="Refresh in place until the run ends (Ctrl-C stops).")] = False,
@@ -111,7 +130,7 @@ def status_command(
     from dagflow.run.status_view import print_status, watch_status
 
     try:
-        status = read_run_status(find_run(runs_dir, run_id))
+        status = read_run_status(find_run_from(runs_dir, run_id))
     except DagflowError as error:
         fail(error)
     if json_output:
@@ -137,16 +156,32 @@ def _cached_from(layout: RunLayout, node: str, key: str) -> RunLayout:
     return producer
 
 
+def _say_when_output_arrives(layout: RunLayout, node: str) -> None:
+    """A node with no output file yet: say why when its engine runs it (a batch job whose output comes back
+    when it ends); RunNotFoundError when it has not run."""
+    from dagflow.run.status import read_run_status
+
+    status = read_run_status(layout)
+    record = status.journal.nodes.get(node)
+    if record is None or record.state not in ("queued", "held", "running", "retrying"):
+        raise RunNotFoundError(f"node {node} has not run in run {layout.run_id}")
+    line = f"{node} is {record.state}: no output yet"
+    arrives = status.extra.get("output_arrives")
+    if record.state == "running" and arrives:
+        line = f"{node} is running; {arrives}"
+    print(line, file=sys.stderr)
+
+
 @app.command("logs")
 def logs_command(
     run_id: Annotated[str, typer.Argument(help="Run id, or 'latest'.")],
     node: Annotated[str, typer.Argument(help="Node name, as `dagflow status` lists it.")],
     err: Annotated[bool, typer.Option("--err", help="Show stderr instead of stdout.")] = False,
-    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    runs_dir: PipelineRunsDirOption = None,
 ) -> None:
     """Print a node's stdout (or stderr, with --err) from a run."""
     try:
-        layout = find_run(runs_dir, run_id)
+        layout = find_run_from(runs_dir, run_id)
         plan = layout.load_plan()
         if node not in plan.nodes:
             close = get_close_matches(node, list(plan.nodes), n=3)
@@ -159,7 +194,7 @@ def logs_command(
         if not path.is_file():
             record = read_journal(layout.journal_path).nodes.get(node)
             if record is None or not record.attempts:
-                raise RunNotFoundError(f"node {node} has not run in run {layout.run_id}")
+                _say_when_output_arrives(layout, node)
             return  # it ran and printed nothing on this stream
     except DagflowError as error:
         fail(error)

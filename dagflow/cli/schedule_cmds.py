@@ -162,20 +162,13 @@ def run_command(
     only: Annotated[str, typer.Option("--only", metavar="AXIS=VALUE", help="Run only this matrix value's nodes.")],
 ) -> None:
     """Run one matrix value's part of a pipeline locally (what a per-value schedule line runs)."""
-    from dagflow.cli.common import load_plan_or_exit
+    from dagflow.cli.common import load_plan_or_exit, runs_dir_of
     from dagflow.engines.local import PlainReporter, RunOptions, run_local
-    from dagflow.schedule.select import select
 
-    axis, sep, value = only.partition("=")
-    if not sep or not axis or not value:
-        fail(DagflowError(f"--only {only!r}: expected AXIS=VALUE, e.g. region=us"))
-    plan = load_plan_or_exit(pipeline)
-    if axis not in {a for step in plan.steps.values() for a in step.axes} and not any(
-        axis in node.coords for node in plan.nodes.values()
-    ):
-        fail(DagflowError(f"--only {only}: {axis!r} is not a matrix axis of {pipeline}"))
+    plan = load_plan_or_exit(pipeline, only=[only])
+    options = RunOptions(runs_dir=runs_dir_of(pipeline, None), reporter=PlainReporter(), handle_signals=True)
     try:
-        result = run_local(select(plan, axis, value), RunOptions(reporter=PlainReporter(), handle_signals=True))
+        result = run_local(plan, options)
     except DagflowError as error:
         fail(error)
     raise typer.Exit(result.exit_code)

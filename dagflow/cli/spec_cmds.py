@@ -10,7 +10,15 @@ from typing import Annotated
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import checked_run_id, fail, load_plan_or_exit, note_json, print_spec_warnings
+from dagflow.cli.common import (
+    OnlyOption,
+    SetOption,
+    checked_run_id,
+    fail,
+    load_plan_or_exit,
+    note_json,
+    print_spec_warnings,
+)
 from dagflow.cli.engine_flags import checked_engine
 from dagflow.engines.registry import engine_class
 from dagflow.errors import DagflowError, SpecError
@@ -84,13 +92,18 @@ def plan(
         typer.Option("--png", help="Draw the DAG as a PNG here (grouped by step and matrix value when big).",
                      dir_okay=False),
     ] = None,
+    only: OnlyOption = None,
+    sets: SetOption = None,
 ) -> None:
-    """Show the expanded DAG: every node with its matrix coordinates, resources and parents."""
+    """Show the expanded DAG: every node with its matrix coordinates, resources and parents.
+
+    With --only and --set, the DAG that `dagflow run` with the same options would run.
+    """
     from dagflow.plan import render
 
     if as_json and as_dot:
         fail(UsageError("choose one of --json and --dot"))
-    expanded = load_plan_or_exit(pipeline, run_id)
+    expanded = load_plan_or_exit(pipeline, run_id, only=only, sets=sets)
     if png is not None:
         from dagflow.report.png import dag_png
 

@@ -12,7 +12,16 @@ from typing import Annotated, Any
 import typer
 
 from dagflow.cli.app import app
-from dagflow.cli.common import JsonOption, RunsDirOption, checked_run_id, fail
+from dagflow.cli.common import (
+    JsonOption,
+    OnlyOption,
+    PipelineRunsDirOption,
+    SetOption,
+    checked_run_id,
+    fail,
+    find_run_from,
+    runs_dir_of,
+)
 from dagflow.cli.engine_flags import (
     EngineUsageError,
     check_engine_settings,
@@ -22,7 +31,7 @@ from dagflow.cli.engine_flags import (
     with_engine_options,
 )
 from dagflow.errors import DagflowError
-from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, find_run
+from dagflow.run.layout import RunLayout
 
 EXIT_CODES = {"succeeded": 0, "interrupted": 130}
 SUBMIT_DEFAULT_ENGINE = "condor"
@@ -54,9 +63,13 @@ def continued_engine(layout: RunLayout, asked: str | None) -> str:
     return recorded
 
 
-def check_resume_arguments(pipeline: Path | None, run_id: str | None) -> None:
-    if pipeline is not None or run_id is not None:
-        raise EngineUsageError("--resume continues an existing run: give no pipeline and no --run-id")
+def check_resume_arguments(
+    pipeline: Path | None, run_id: str | None, only: list[str] | None = None, sets: list[str] | None = None
+) -> None:
+    if pipeline is not None or run_id is not None or only or sets:
+        raise EngineUsageError(
+            "--resume continues an existing run as it was planned: give no pipeline, --run-id, --only or --set"
+        )
 
 
 @app.command("submit")
@@ -72,8 +85,10 @@ def submit_command(
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Name the new run.", callback=checked_run_id)
     ] = None,
-    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    runs_dir: PipelineRunsDirOption = None,
     json_output: JsonOption = False,
+    only: OnlyOption = None,
+    sets: SetOption = None,
     engine_settings: dict[str, Any] | None = None,
 ) -> None:
     """Submit a pipeline to an engine and return once it holds the work.
@@ -93,8 +108,8 @@ def submit_command(
     given = engine_settings or {}
     try:
         if resume is not None:
-            check_resume_arguments(pipeline, run_id)
-            layout = find_run(runs_dir, resume)
+            check_resume_arguments(pipeline, run_id, only, sets)
+            layout = find_run_from(runs_dir, resume)
             name = continued_engine(layout, engine)
             check_engine_settings(name, given, "submit")
             chosen = load_engine(name, layout.runs_dir, given)
@@ -104,9 +119,10 @@ def submit_command(
                 raise EngineUsageError("give a pipeline file to submit, or --resume RUN_ID")
             name = engine or SUBMIT_DEFAULT_ENGINE
             check_engine_settings(name, given, "submit")
-            chosen = load_engine(name, runs_dir, given)
-            plan = load_plan_for(pipeline, run_id, name)
-            layout = RunLayout(Path(runs_dir).absolute(), plan.run_id)
+            plan = load_plan_for(pipeline, run_id, name, only, sets)
+            chosen_dir = runs_dir_of(pipeline, runs_dir)
+            chosen = load_engine(name, chosen_dir, given)
+            layout = RunLayout(Path(chosen_dir).absolute(), plan.run_id)
             if given.get("dry_run") and not layout.exists():  # an existing run id: the engine refuses it
                 layout.mark_dry_run()
             handle = chosen.submit(plan, layout.run_dir)
@@ -123,7 +139,7 @@ def submit_command(
 @with_engine_options("resubmit")
 def resubmit_command(
     run_id: Annotated[str | None, typer.Argument(help="Run id [default: the latest run].")] = None,
-    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    runs_dir: PipelineRunsDirOption = None,
     json_output: JsonOption = False,
     engine_settings: dict[str, Any] | None = None,
 ) -> None:
@@ -138,7 +154,7 @@ def resubmit_command(
 
     given = engine_settings or {}
     try:
-        layout = find_run(runs_dir, run_id)
+        layout = find_run_from(runs_dir, run_id)
         name = continued_engine(layout, None)
         check_engine_settings(name, given, "resubmit")
         chosen = load_engine(name, layout.runs_dir, given)
@@ -151,7 +167,7 @@ def resubmit_command(
 @app.command("cancel")
 def cancel_command(
     run_id: Annotated[str | None, typer.Argument(help="Run id [default: the latest run].")] = None,
-    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    runs_dir: PipelineRunsDirOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Stop a submitted run with the engine that started it: remove its DAGMan job, scancel its Slurm
@@ -162,7 +178,7 @@ def cancel_command(
     from dagflow.engines.registry import engine_for_run
 
     try:
-        layout = find_run(runs_dir, run_id)
+        layout = find_run_from(runs_dir, run_id)
         chosen = engine_for_run(layout)
         chosen.cancel(layout.run_dir)
         report = chosen.cancelled(layout.run_dir)

@@ -112,6 +112,8 @@ class Plan:
     workdir: str = "."  # directory the nodes' relative paths are relative to
     # Engine settings the pipeline file declares (its `condor:` block), by engine name; flags override them.
     engine_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What the command line changed (plan/overrides.py): {"only": {axis: [values]}, "set": {param: value}}
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     def step_of(self, node: Node) -> StepInfo:
         return self.steps[node.step]
@@ -136,6 +138,7 @@ class Plan:
             "source": self.source,
             "workdir": self.workdir,
             "engine_defaults": self.engine_defaults,
+            "overrides": self.overrides,
             "steps": {name: asdict(step) for name, step in self.steps.items()},
             # nodes hold only plain values; shallow dicts avoid asdict's deep copy (10x slower at 100k nodes)
             "nodes": [{name: getattr(node, name) for name in _NODE_FIELDS} for node in self.nodes.values()],
@@ -163,6 +166,7 @@ class Plan:
             nodes=nodes,
             workdir=data.get("workdir", "."),
             engine_defaults=data.get("engine_defaults", {}),
+            overrides=data.get("overrides", {}),
         )
 
     def to_json(self) -> str:

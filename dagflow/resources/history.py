@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dagflow.run.layout import DEFAULT_RUNS_DIR
+from dagflow.run.layout import DEFAULT_RUNS_DIR, pipeline_runs_dir, unique_dirs
 from dagflow.run.usage import USAGE_FILE, NodeUsage, read_usage_checked
 
 MAX_RUNS = 50
@@ -34,12 +34,9 @@ class RunUsage:
 
 
 def default_runs_dirs(pipeline_file: Path) -> list[Path]:
-    """Where runs of this pipeline file are looked for when no --runs-dir is given."""
-    candidates = [Path.cwd() / DEFAULT_RUNS_DIR, Path(pipeline_file).absolute().parent / DEFAULT_RUNS_DIR]
-    unique: dict[str, Path] = {}
-    for path in candidates:
-        unique.setdefault(os.path.realpath(path), path)
-    return list(unique.values())
+    """Where runs of this pipeline file are looked for when no --runs-dir is given: beside it (where they go),
+    and here (where they went before dagflow kept them beside the pipeline, or with --runs-dir .dagflow/runs)."""
+    return unique_dirs([Path.cwd() / DEFAULT_RUNS_DIR, pipeline_runs_dir(Path(pipeline_file).absolute())])
 
 
 def pipeline_history(pipeline: str, runs_dirs: Iterable[Path], limit: int = MAX_RUNS) -> list[RunUsage]:

@@ -1,5 +1,10 @@
 """Where a run's files live: `<runs-dir>/<run-id>/{plan.json, journal.jsonl, procs.jsonl, logs/<node>.out|.err}`.
 
+A pipeline's runs dir is `.dagflow/runs` beside the pipeline file, wherever the command was typed, so its
+runs and cache are the same from every directory. A command given no pipeline (status, logs, ...) looks in
+`./.dagflow/runs` and in the runs dirs of pipelines run from here, which `dagflow run DIR/pipeline.yaml`
+notes in `./.dagflow/other-runs`.
+
 A node's log file is created when that stream first says something: a node that printed nothing to
 stderr has no `.err`. The node cache is a sibling of the runs directory (`.dagflow/cache/` beside
 `.dagflow/runs/`).
@@ -9,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +28,11 @@ LATEST_FILE = "LATEST"  # holds the id of the run started most recently under a 
 SEARCH_TRIAL_FILE = "trial.json"  # marks a search's trial run (dagflow/search/ownership.py): never `latest`
 DRY_RUN_FILE = "DRY-RUN"  # marks a run compiled by `submit --dry-run` and not submitted since: never `latest`
 ENGINE_FILE = "engine"  # the name of the engine that made the run, written once (dagflow/engines/registry.py)
+OTHER_RUNS_FILE = Path(".dagflow") / "other-runs"  # runs dirs of pipelines run from a directory, one per line
+RUNS_DIR_HINT = (
+    "runs are kept in .dagflow/runs beside their pipeline file: give the command in the pipeline's directory "
+    "(or where `dagflow run` was typed), or point at them with --runs-dir DIR/.dagflow/runs"
+)
 
 
 class RunNotFoundError(DagflowError):
@@ -175,6 +186,70 @@ def find_run(runs_dir: Path, run_id: str | None) -> RunLayout:
         hint = f"; known runs: {', '.join(known[-5:])}" if known else ""
         raise RunNotFoundError(f"no run {run_id!r} under {runs_dir}{hint}")
     return layout
+
+
+def pipeline_runs_dir(pipeline: Path) -> Path:
+    """Where runs of a pipeline file go by default: .dagflow/runs beside it (relative when the file's path is:
+    `pipeline.yaml` gives `.dagflow/runs`)."""
+    return Path(pipeline).parent / DEFAULT_RUNS_DIR
+
+
+def unique_dirs(paths: Iterable[Path]) -> list[Path]:
+    """paths without the ones naming a directory named before (symbolic links resolved), in order."""
+    unique: dict[str, Path] = {}
+    for path in paths:
+        unique.setdefault(os.path.realpath(path), path)
+    return list(unique.values())
+
+
+def remember_runs_dir(runs_dir: Path, here: Path) -> None:
+    """Note runs_dir in here's .dagflow/other-runs when it is not here's own runs dir, so that commands given
+    no pipeline in here find its runs too."""
+    runs_dir = Path(runs_dir).absolute()
+    if len(unique_dirs([here / DEFAULT_RUNS_DIR, runs_dir])) == 1 or runs_dir in _other_runs_dirs(here):
+        return
+    record = here / OTHER_RUNS_FILE
+    record.parent.mkdir(parents=True, exist_ok=True)
+    with open(record, "a", encoding="utf-8") as handle:  # one short append: concurrent runs at worst repeat a line
+        handle.write(f"{runs_dir}\n")
+
+
+def _other_runs_dirs(here: Path) -> list[Path]:
+    try:
+        lines = (here / OTHER_RUNS_FILE).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [Path(line) for line in lines if line.startswith("/")]
+
+
+def runs_dirs_seen_from(here: Path) -> list[Path]:
+    """Where a command given no pipeline and no --runs-dir looks for runs, in order: here's .dagflow/runs, then
+    the runs dirs of pipelines run from here (newest noted first)."""
+    return unique_dirs([here / DEFAULT_RUNS_DIR, *reversed(_other_runs_dirs(here))])
+
+
+def locate_run(runs_dirs: Sequence[Path], run_id: str | None) -> RunLayout:
+    """The run named run_id in the first of runs_dirs that has it; for None or "latest", the newest of their
+    latest runs. Not found: an error naming every directory looked in and how to point elsewhere."""
+    dirs = [Path(runs_dir).absolute() for runs_dir in runs_dirs]
+    looked = ", ".join(map(str, dirs))
+    if run_id is not None and run_id != "latest":
+        validate_run_id(run_id)
+        for runs_dir in dirs:
+            if RunLayout(runs_dir, run_id).exists():
+                return RunLayout(runs_dir, run_id)
+        known = [name for runs_dir in dirs for name in list_runs(runs_dir)]
+        hint = f" (known runs: {', '.join(known[-5:])})" if known else ""
+        raise RunNotFoundError(f"no run {run_id!r} under {looked}{hint}; {RUNS_DIR_HINT}")
+    found = []
+    for runs_dir in dirs:
+        try:
+            found.append(latest_run(runs_dir))
+        except RunNotFoundError:
+            continue
+    if not found:
+        raise RunNotFoundError(f"no runs under {looked}; {RUNS_DIR_HINT}")
+    return max(found, key=lambda layout: layout.plan_path.stat().st_mtime)
 
 
 def list_runs(runs_dir: Path) -> list[str]:

@@ -19,7 +19,7 @@ from dagflow.run.layout import RunLayout, file_hash, pipeline_path
 def replanned(layout: RunLayout, plan: Plan) -> Plan | None:
     """The plan expanded again from its pipeline file when that file changed since the run was planned
     and gives a different plan; else None."""
-    from dagflow.plan.expand import expand
+    from dagflow.plan.overrides import Overrides, plan_with
     from dagflow.spec import load_spec
 
     source = pipeline_path(plan)
@@ -29,7 +29,7 @@ def replanned(layout: RunLayout, plan: Plan) -> Plan | None:
         return None  # planned from something else (a plan file, a search trial), or by an older dagflow
     if source is None or file_hash(source) == recorded:
         return None
-    fresh = expand(load_spec(source), run_id=plan.run_id)
+    fresh = plan_with(load_spec(source), plan.run_id, Overrides.from_dict(plan.overrides))  # as first planned
     fresh = dataclasses.replace(fresh, workdir=os.path.abspath(fresh.workdir), source=plan.source)
     return None if fresh.to_json() == plan.to_json() else fresh
 

@@ -167,6 +167,7 @@ class RunStatus:
             "finished": self.journal.finished_at,
             "counts": self.counts(),
             "total": len(self.plan.nodes),
+            "overrides": self.plan.overrides,
             "progress": self.progress(states),
             "failed_stderr": self.failed_stderr(states),
             "nodes": nodes,
@@ -213,4 +214,8 @@ def read_run_status(layout: RunLayout) -> RunStatus:
     engine = engine_for_run(layout)
     status = engine.read_status(layout)
     status.engine = engine.name
+    if status.plan.overrides:
+        from dagflow.plan.overrides import Overrides
+
+        status.notes.insert(0, f"overrides: {Overrides.from_dict(status.plan.overrides).describe()}")
     return status

@@ -8,6 +8,7 @@ libyaml's CSafeLoader is used when available: it is several times faster on larg
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,11 @@ _LIBYAML_DEPTH_LIMIT = "exceeded maximum nesting depth"
 MAX_INT_DIGITS = 4300
 _INT_LIMIT = 10**MAX_INT_DIGITS
 INT_LIMIT_MESSAGE = f"an integer longer than {MAX_INT_DIGITS:,} digits (the limit per pipeline file)"
+# A plain value cannot hold `{` inside a flow collection (`[ckpt/{region}]`): the brace opens a mapping and
+# the parser's complaint ("did not find expected ',' or ']'") says nothing of templates.
+FLOW_BRACE_HINT = "a `{` inside `[...]` or `{...}` starts a mapping: quote the value or use a block list"
+LEADING_BRACE_HINT = 'a value that starts with `{` is a mapping: quote it (to: "{region}/data")'
+_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")  # YAML 1.1's line breaks, as its marks count lines
 __all__ = ["MAX_DEPTH", "MAX_NODES", "Path_", "Positions", "dotted", "load_yaml"]
 
 
@@ -124,6 +130,20 @@ def dotted(path: Path_) -> str:
     return text
 
 
+def _brace_hint(text: str, error: yaml.MarkedYAMLError) -> str | None:
+    """The fix, when the syntax error is a template's `{` read as the start of a flow mapping."""
+    mark = error.problem_mark
+    lines = _LINE_BREAK.split(text)
+    if mark is None or mark.line >= len(lines):
+        return None
+    line = lines[mark.line]
+    if line[mark.column : mark.column + 1] == "{" and "flow" in (error.context or ""):
+        return FLOW_BRACE_HINT
+    if mark.column and line[mark.column - 1] == "}":  # `{region}` was a whole mapping; `/data` follows it
+        return LEADING_BRACE_HINT
+    return None
+
+
 def load_yaml(text: str, filename: str) -> tuple[Any, Positions]:
     """Parse one YAML document; raise SpecError with located diagnostics on any problem."""
     try:
@@ -134,7 +154,8 @@ def load_yaml(text: str, filename: str) -> tuple[Any, Positions]:
         problem = exc.problem or exc.context or "invalid YAML"
         if _LIBYAML_DEPTH_LIMIT in problem:  # libyaml's own limit (PyYAML >= 6.0.4), far past ours
             raise SpecError([Diagnostic(filename, line, column, "", DEPTH_LIMIT_MESSAGE)]) from None
-        raise SpecError([Diagnostic(filename, line, column, "", f"YAML syntax error: {problem}")]) from None
+        hint = _brace_hint(text, exc)
+        raise SpecError([Diagnostic(filename, line, column, "", f"YAML syntax error: {problem}", hint=hint)]) from None
     except yaml.YAMLError as exc:
         raise SpecError([Diagnostic(filename, 0, 0, "", f"YAML error: {exc}")]) from None
     if root is None:

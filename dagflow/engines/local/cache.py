@@ -18,12 +18,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 import time
 from pathlib import Path
 
 from dagflow.files import write_atomic
 from dagflow.plan import Node, Plan
 from dagflow.plan.script_files import ScriptFiles
+
+
+def _produced_by(node: Node, path: str) -> bool:
+    """Whether path is (under) one of the node's declared outputs or its metrics file: a command word naming
+    what the node writes (`--out models/us/metrics.json`) is not a file it runs, and once written by the
+    first run it would otherwise change the key of the second."""
+    products = [*node.outputs, *([node.metrics] if node.metrics else [])]
+    return any(path == (own := posixpath.normpath(product)) or path.startswith(own + "/") for product in products)
 
 
 class NodeCache:
@@ -44,7 +53,7 @@ class NodeCache:
         # The name is part of the key: nodes with equal commands in different matrix cells are
         # different work (they see their own DAGFLOW_NODE), and each has its own cache entry.
         parts: list[object] = [node.name, plan.node_fingerprint(node), inputs, sorted(parent_keys)]
-        scripts = self._scripts(node.argv)
+        scripts = [path for path in self._scripts(node.argv) if not _produced_by(node, path)]
         if scripts:  # appended only when there are any: keys of nodes that run no file stay as they were
             parts.append([f"{path}\0{self._digest_path(path)}" for path in scripts])
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
