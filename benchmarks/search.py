@@ -94,7 +94,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 import venv  # noqa: E402
 import warnings  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
+from collections.abc import Callable, Iterable, Sequence  # noqa: E402
 from concurrent.futures import ProcessPoolExecutor, as_completed  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -587,6 +587,25 @@ def regrets(values: list[float], minimum: float, at: Sequence[int]) -> list[floa
     return [float(best[min(k, len(best)) - 1] - minimum) for k in at]
 
 
+Runs = dict[int, list[float]]  # one row on one problem: seed -> values in the order they finished
+
+
+def final_regrets(runs: Runs, minimum: float, budget: int, seeds: Iterable[int] | None = None) -> list[float]:
+    """Regret at the budget of each run, in seed order; of `seeds` only, when given."""
+    chosen = sorted(runs if seeds is None else set(seeds) & runs.keys())
+    return [regrets(runs[seed], minimum, [budget])[0] for seed in chosen]
+
+
+def paired_medians(runs: Runs, base: Runs, minimum: float, budget: int) -> tuple[float, float, int]:
+    """Median regret at the budget of `runs` and of `base`, both over the seeds both ran (the scheduler rows
+    run on fewer seeds than the in-process rows); and how many seeds that is."""
+    common = runs.keys() & base.keys()
+    if not common:
+        return math.nan, math.nan, 0
+    medians = [float(np.median(final_regrets(row, minimum, budget, common))) for row in (runs, base)]
+    return medians[0], medians[1], len(common)
+
+
 def _job(args: tuple[str, str, int, int]) -> tuple[str, str, int, list[float] | str, float]:
     """One row, problem and seed: (label, problem, seed, values or a note, seconds)."""
     label, problem_name, seed, budget = args
@@ -693,9 +712,7 @@ def _fmt(values: list[float]) -> str:
     return f"{median:9.2e} [{q1:8.1e}, {q3:8.1e}]"
 
 
-def targets_table(
-    results: dict[tuple[str, str], list[list[float]]], seconds: dict[tuple[str, str], float], budget: int
-) -> None:
+def targets_table(results: dict[tuple[str, str], Runs], seconds: dict[tuple[str, str], float], budget: int) -> None:
     rows = [(label, problem) for label, problem in TARGETS if (label, problem) in results]
     if not rows:
         return
@@ -703,19 +720,21 @@ def targets_table(
     print(f"{'row':<15}{'problem':<11}{'seeds':>6}{'median [25%, 75%]':>31}{'target':>22}{'met':>5}{'s/seed':>8}")
     for label, problem in rows:
         runs = results[(label, problem)]
-        finals = [regrets(values, PROBLEMS[problem].minimum, [budget])[0] for values in runs]
+        seeds: Iterable[int] = runs.keys()
         target = TARGETS[(label, problem)]
-        if isinstance(target, tuple):
+        if isinstance(target, tuple):  # against another row: on the seeds both ran
             base, factor = target
-            base_runs = results.get((base, problem))
-            if not base_runs:
+            base_runs = results.get((base, problem), {})
+            _, base_median, compared = paired_medians(runs, base_runs, PROBLEMS[problem].minimum, budget)
+            if not compared:
                 continue
-            bound = factor * float(np.median([regrets(v, PROBLEMS[problem].minimum, [budget])[0] for v in base_runs]))
+            seeds, bound = runs.keys() & base_runs.keys(), factor * base_median
             wording = f"<= {factor:g}x {base.split()[-1]} ({bound:.1e})"
         else:
             bound, wording = target, f"<= {target:g}"
+        finals = final_regrets(runs, PROBLEMS[problem].minimum, budget, seeds)
         met = "yes" if float(np.median(finals)) <= bound else "NO"
-        print(f"{label:<15}{problem:<11}{len(runs):>6}{_fmt(finals):>31}{wording:>22}{met:>5}"
+        print(f"{label:<15}{problem:<11}{len(finals):>6}{_fmt(finals):>31}{wording:>22}{met:>5}"
               f"{seconds[(label, problem)] / len(runs):8.1f}")
 
 
@@ -773,7 +792,7 @@ def main(argv: list[str] | None = None) -> int:
         spearmint_table(spearmint_labels, seeds, args.budget, args.jobs, args.gpyopt_python, args.cache)
     if not labels:
         return 0
-    results: dict[tuple[str, str], list[list[float]]] = {}
+    results: dict[tuple[str, str], Runs] = {}
     seconds: dict[tuple[str, str], float] = {}
     notes: dict[str, str] = {}
     scheduler_seeds = seeds[: args.scheduler_seeds]
@@ -783,21 +802,21 @@ def main(argv: list[str] | None = None) -> int:
         for p in problems
         for s in (scheduler_seeds if CONFIGS[label][2].startswith("scheduler") else seeds)
     ]  # fmt: skip
-    for label, problem_name, _seed, outcome, elapsed in cached_map(_job, jobs, args.jobs, args.cache):
+    for label, problem_name, seed, outcome, elapsed in cached_map(_job, jobs, args.jobs, args.cache):
         seconds[(label, problem_name)] = seconds.get((label, problem_name), 0.0) + elapsed
         if isinstance(outcome, str):
             notes[label] = outcome
         else:
-            results.setdefault((label, problem_name), []).append(outcome)
+            results.setdefault((label, problem_name), {})[seed] = outcome
     if "gpyopt ei" in labels:
         started = time.perf_counter()
-        for (problem_name, _seed), outcome in run_gpyopt_all(
+        for (problem_name, seed), outcome in run_gpyopt_all(
             problems, seeds, args.budget, args.gpyopt_python, args.jobs
         ).items():
             if isinstance(outcome, str):
                 notes["gpyopt ei"] = outcome
             else:
-                results.setdefault(("gpyopt ei", problem_name), []).append(outcome)
+                results.setdefault(("gpyopt ei", problem_name), {})[seed] = outcome
         for problem_name in problems:  # run in parallel: the row's wall time shared out
             seconds[("gpyopt ei", problem_name)] = (time.perf_counter() - started) * args.jobs / len(problems)
 
@@ -817,26 +836,28 @@ def main(argv: list[str] | None = None) -> int:
                     cells.append(f"{'n/a':>31}")
                     continue
                 minimum = PROBLEMS[problem_name].minimum
-                cells.append(f"{_fmt([regrets(values, minimum, at)[index] for values in runs]):>31}")
+                cells.append(f"{_fmt([regrets(values, minimum, at)[index] for values in runs.values()]):>31}")
         counted = [(seconds[(label, p)], len(results[(label, p)])) for p in problems if (label, p) in results]
         per_seed = sum(total / count for total, count in counted) if counted else math.nan
         print(f"{label:<15}" + "".join(cells) + f"{per_seed:9.1f}")
 
-    def median_at_budget(label: str, problem_name: str) -> float:
-        runs = results.get((label, problem_name))
-        minimum = PROBLEMS[problem_name].minimum
-        return float(np.median([regrets(v, minimum, at)[1] for v in runs])) if runs else math.nan
+    from dagflow.text import plural
+
+    def ratio(label: str, base: str, problem_name: str) -> str:
+        """label's median regret at the budget over base's, on the seeds both ran (and how many, if fewer)."""
+        runs, base_runs = results.get((label, problem_name), {}), results.get((base, problem_name), {})
+        row_median, base_median, compared = paired_medians(runs, base_runs, PROBLEMS[problem_name].minimum, at[1])
+        fewer = f" (on {plural(compared, 'seed')})" if compared < len(seeds) else ""
+        quotient = row_median / base_median if base_median else math.nan
+        return f"{problem_name} {quotient:9.1e}{fewer}"
 
     def ratios(title: str, pairs: list[tuple[str, str]]) -> None:
         pairs = [(label, base) for label, base in pairs if any((base, p) in results for p in problems)]
         if not pairs:
             return
-        print(f"\nmedian regret @{at[1]} {title}")
+        print(f"\nmedian regret @{at[1]} {title}, each pair on the seeds both ran")
         for label, base in pairs:
-            cells = [
-                f"{p} {median_at_budget(label, p) / median_at_budget(base, p):9.1e}" for p in problems
-            ]
-            print(f"{label:<15}" + "   ".join(cells))
+            print(f"{label:<15}" + "   ".join(ratio(label, base, p) for p in problems))
 
     ratios("as a fraction of random search's (the baseline; lower is better)", [(label, "random") for label in labels])
     ratios(
@@ -849,11 +870,13 @@ def main(argv: list[str] | None = None) -> int:
         [(label, "dagflow gp b4") for label in labels if label in ("scheduler p4", "scheduler b4", "dagflow gp a4")],
     )
     for problem_name in problems:  # the real scheduler in batches against the in-process batches, seed by seed
-        through, inside = results.get(("scheduler b4", problem_name)), results.get(("dagflow gp b4", problem_name))
-        if through and inside:
-            same = sum(a == b for a, b in zip(through, inside, strict=False))
+        through = results.get(("scheduler b4", problem_name), {})
+        inside = results.get(("dagflow gp b4", problem_name), {})
+        common = sorted(through.keys() & inside.keys())
+        if common:
+            same = sum(through[seed] == inside[seed] for seed in common)
             print(f"scheduler b4 {problem_name}: the same {args.budget} values as dagflow gp b4 on {same} of "
-                  f"{min(len(through), len(inside))} seeds")
+                  f"{len(common)} seeds")
     targets_table(results, seconds, args.budget)
     for label, note in notes.items():
         print(f"note: {label}: {note}")

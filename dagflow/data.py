@@ -1,6 +1,6 @@
-"""Where the shipped data folders (submit/, policies/) are: in the wheel, or in a source
+"""Where the shipped data folders (submit/, policies/, deploy/) are: in the wheel, or in a source
 checkout. An environment variable (DAGFLOW_SUBMIT_TEMPLATES, DAGFLOW_POLICIES) points at a user's edited
-copy instead.
+copy instead; deploy/ (the EC2 boot files, copied out by the boot script) has none.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ def with_import_root(pythonpath: str | None) -> str:
 OVERRIDES = {
     "submit": ("DAGFLOW_SUBMIT_TEMPLATES", "DAGFLOW_SUBMIT"),
     "policies": ("DAGFLOW_POLICIES",),
+    "deploy": (),
 }
 
 

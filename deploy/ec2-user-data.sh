@@ -2,7 +2,8 @@
 # EC2 user data for a dagflow GPU execute node (put it in the Auto Scaling group's launch template).
 # Assumes an AMI with the NVIDIA driver, HTCondor and dagflow installed (pip install dagflow).
 # The pool token comes from SSM Parameter Store (SecureString) through the instance role; it is
-# written with umask 077 and never passed on a command line or into HTCondor's config.
+# written with umask 077 and never passed on a command line or into HTCondor's config. It is made once,
+# on the central manager, with condor_token_create (README: "The pool's token").
 set -euo pipefail
 CENTRAL_MANAGER="cm.internal.example.org"
 TOKEN_PARAMETER="/dagflow/pool-token"
@@ -19,7 +20,8 @@ cat > /etc/default/dagflow-agent <<CONF
 DAGFLOW_CENTRAL_MANAGER=$CENTRAL_MANAGER
 DAGFLOW_TOKEN_FILE=/etc/condor/tokens.d/pool.token
 CONF
-install -m 0644 /opt/dagflow/deploy/dagflow-agent.service /etc/systemd/system/dagflow-agent.service
+# The unit ships in dagflow's wheel; `dagflow agent deploy-dir` says where it was installed.
+install -m 0644 "$(/usr/local/bin/dagflow agent deploy-dir)/dagflow-agent.service" /etc/systemd/system/
 systemctl daemon-reload
 systemctl enable --now dagflow-agent.service   # configures, then watches for spot notices
 systemctl restart condor.service               # start (or restart) HTCondor with the new config

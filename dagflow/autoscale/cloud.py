@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 # Error codes (on the call, or in a failed scaling activity's message) that mean "no capacity here now".
 CAPACITY_CODES = (
@@ -36,6 +36,10 @@ class CapacityError(CloudError):
     """The region/zone has no capacity for this instance type right now."""
 
 
+class CredentialsError(CloudError):
+    """boto3 found no AWS credentials (environment, ~/.aws, instance role): nothing was asked of AWS."""
+
+
 @dataclass(frozen=True, slots=True)
 class Instance:
     instance_id: str
@@ -53,6 +57,11 @@ class AsgState:
     max_size: int
     instances: tuple[Instance, ...]
 
+    @classmethod
+    def unknown(cls, name: str, region: str, max_size: int) -> AsgState:
+        """A group whose state could not be read, taken as empty (a dry run without credentials)."""
+        return cls(name, region, desired=0, min_size=0, max_size=max_size, instances=())
+
     def live_instances(self) -> list[Instance]:
         return [i for i in self.instances if not i.lifecycle_state.startswith(("Terminat", "Detach"))]
 
@@ -62,6 +71,8 @@ def _code(error: ClientError) -> str:
 
 
 def _wrap(error: Exception, what: str) -> CloudError:
+    if isinstance(error, NoCredentialsError):
+        return CredentialsError(f"{what}: no AWS credentials (none in the environment, ~/.aws or an instance role)")
     if isinstance(error, ClientError) and _code(error) in CAPACITY_CODES:
         return CapacityError(f"{what}: {_code(error)}: {error.response.get('Error', {}).get('Message', '')}")
     return CloudError(f"{what}: {error}")

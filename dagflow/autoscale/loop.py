@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dagflow.autoscale.cloud import AsgState, AutoScaling, CapacityError, CloudError
+from dagflow.autoscale.cloud import AsgState, AutoScaling, CapacityError, CloudError, CredentialsError
 from dagflow.autoscale.decide import CancelDrain, Decision, Drain, SetDesired, Terminate, decide
 from dagflow.autoscale.demand import DemandSource, signatures
 from dagflow.autoscale.matching import Matcher
@@ -19,6 +19,7 @@ from dagflow.autoscale.state import Removal, State, StateFile
 
 log = logging.getLogger("dagflow.autoscale")
 DRAIN_REASON = "dagflow-autoscale: idle, scaling in"
+UNREAD_NOTE = "AWS not read, no credentials: every group taken as empty"
 
 
 @dataclass
@@ -50,6 +51,7 @@ class Autoscaler:
         self.clock = clock
         self.emit = emit or (lambda text: log.info("%s", text.rstrip()))
         self.matcher = Matcher(policy.groups)
+        self.aws_unread: str | None = None  # why this loop's dry run could not read the groups from AWS
 
     def _groups_by_region(self) -> dict[str, list[str]]:
         regions: dict[str, list[str]] = {}
@@ -58,6 +60,19 @@ class Autoscaler:
         return regions
 
     def observe_groups(self) -> dict[str, AsgState]:
+        """Every group's state in AWS. A dry run without AWS credentials still decides, taking each group
+        as empty: what the demand needs on new instances (matching and packing), and no scale-in, since
+        no pool node can be tied to an instance."""
+        try:
+            return self._describe_groups()
+        except CredentialsError as error:
+            if not self.dry_run:
+                raise
+            self.aws_unread = str(error)
+            log.warning("dry run without AWS: %s", error)
+            return {g.name: AsgState.unknown(g.asg, g.region, g.max_size) for g in self.policy.groups}
+
+    def _describe_groups(self) -> dict[str, AsgState]:
         by_asg: dict[tuple[str, str], AsgState] = {}
         for region, names in self._groups_by_region().items():
             for name, asg in self.cloud.describe(region, names).items():
@@ -103,6 +118,7 @@ class Autoscaler:
             self.state_file.save(state)
 
     def run_once(self) -> LoopResult:
+        self.aws_unread = None
         state = self.state_file.load()
         now = self.clock()
         errors: list[str] = []
@@ -123,11 +139,16 @@ class Autoscaler:
             state.removing.pop(name, None)
         state.idle_since = decision.idle_since
         self._save(state)
-        stamp = dt.datetime.fromtimestamp(now, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-        header = f"autoscale loop {stamp}" + (" (dry run: nothing done)" if self.dry_run else "")
-        report = render(decision, done, errors, header)
+        report = render(decision, done, errors, self._header(now))
         self.emit(report)
         return LoopResult(decision, done, errors, report)
+
+    def _header(self, now: float) -> str:
+        stamp = dt.datetime.fromtimestamp(now, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        notes = ["dry run: nothing done"] if self.dry_run else []
+        if self.aws_unread is not None:
+            notes.append(UNREAD_NOTE)
+        return f"autoscale loop {stamp}" + (f" ({'; '.join(notes)})" if notes else "")
 
     def _safe_to_terminate(self, action: Terminate, asgs: dict[str, AsgState]) -> str | None:
         """None when the instance about to be terminated is, right now, the drained node's and no other
@@ -157,7 +178,8 @@ class Autoscaler:
         actions = sorted(decision.actions, key=lambda a: order[type(a)])
         for action in actions:
             if self.dry_run:
-                done.append(f"[dry-run] would {action.describe()}")
+                unknown = " (its current capacity unknown: AWS not read)" if self.aws_unread is not None else ""
+                done.append(f"[dry-run] would {action.describe()}{unknown}")
                 continue
             try:
                 if isinstance(action, CancelDrain):

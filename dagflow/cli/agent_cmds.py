@@ -83,6 +83,21 @@ def configure_command(
         print("ran condor_reconfig")
 
 
+@agent_app.command("deploy-dir")
+def deploy_dir_command() -> None:
+    """Print the folder of the shipped EC2 boot files: the systemd unit and the user-data example.
+
+    deploy/ec2-user-data.sh installs the unit from here; copy the script into a launch template.
+    """
+    from dagflow.data import data_dir
+
+    try:
+        print(data_dir("deploy"))
+    except FileNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise typer.Exit(1) from None
+
+
 @agent_app.command("watch")
 def watch_command(
     interval: Annotated[float, typer.Option(min=0.1, help="Seconds between IMDS polls.")] = 5.0,

@@ -117,8 +117,27 @@ def render_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def plotted_values(summary: dict[str, Any]) -> list[float]:
+    """Every value the convergence plot draws: the best-so-far curves and the successful trials."""
+    curves = [y for info in summary["regions"].values() for _, y in info["best_so_far"] if y is not None]
+    dots = [t["value"] for t in summary["trials"] if t["state"] == SUCCEEDED and t["value"] is not None]
+    return [float(value) for value in (*curves, *dots) if math.isfinite(value)]
+
+
+def convergence_scale(summary: dict[str, Any]) -> str:
+    """The y axis of the convergence plot: "log" for a minimised objective whose values are all positive
+    (a loss or a regret: it shrinks by decades as the search converges, which a linear axis flattens into
+    the bottom line), else "linear" (a value at or below zero has no log; a maximised metric, such as an
+    accuracy, approaches its top, not zero; symlog would bend the axis near zero for no reader's gain)."""
+    values = plotted_values(summary)
+    if summary["goal"] == "minimize" and values and min(values) > 0:
+        return "log"
+    return "linear"
+
+
 def plot_convergence(summary: dict[str, Any], path: Path) -> Path:
-    """Best-so-far against trial number per region, with every successful trial as a dot."""
+    """Best-so-far against trial number per region, with every successful trial as a dot; the y axis as
+    convergence_scale says."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display, no GUI toolkit
@@ -142,6 +161,7 @@ def plot_convergence(summary: dict[str, Any], path: Path) -> Path:
                 if dots:
                     axes.scatter(*zip(*dots, strict=True), s=12, alpha=0.5, color=colours[region])
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.set_yscale(convergence_scale(summary))
         axes.set_xlabel("trial")
         axes.set_ylabel(f"{summary['metric']} ({summary['goal']})")
         axes.set_title(f"search {summary['search']}: convergence")

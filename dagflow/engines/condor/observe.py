@@ -10,12 +10,16 @@
   that aborted before running any node (a DAG parse error, a warning made fatal by DAGMAN_USE_STRICT).
 
 For each node the newest of the three pictures wins (on equal times: jobstate log, then event log,
-then node status file). The result is the shared RunStatus, so `dagflow status` looks the same for
-every engine; held jobs, queued jobs and the DAGMan job's id are what condor adds.
+then node status file). A cancelled run adds a fourth, the cancel itself (run.json's `removed`, or the
+DAGMan job's end): it wins over a node's queued, running or held record of the same second, since these
+files write whole seconds and a removed DAGMan removes all its node jobs. The result is the shared
+RunStatus, so `dagflow status` looks the same for every engine; held jobs, queued jobs and the DAGMan
+job's id are what condor adds.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -59,6 +63,7 @@ _SNAPSHOT_STATES = {
 _JOB_STATES = {ev.QUEUED: QUEUED, ev.RUNNING: RUNNING, ev.HELD_STATE: HELD, ev.REMOVED: FAILED}
 # DAGMan's own exit codes: 0 the DAG succeeded, 2 DAGMan was removed or aborted; anything else failed.
 _DAGMAN_EXIT_STATES = {0: SUCCEEDED, 2: INTERRUPTED}
+_LIVE_STATES = (QUEUED, RUNNING, HELD)  # a node's states while it has a job in the queue (or a script running)
 _DAGMAN_OUT_TAIL = 64 * 1024  # the bytes of .dagman.out read: its last run's end is all status needs
 _DAGMAN_OUT_LINE = re.compile(rb"^(?:\d\d/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)? )?(.*?)[ \t\r]*$", re.MULTILINE)
 _BATCH_ID = re.compile(rb"Workflow batch-id: <(\d+)\.\d+>")
@@ -199,11 +204,12 @@ def fold(
     history: JobstateLog | None,
     jobs: dict[str, ev.NodeJob],
     dagman_alive: bool,
-    cancelled: bool = False,
+    cancelled_at: float | None = None,
 ) -> dict[str, NodeRecord]:
     """Every node's record from the three files (see the module docstring for who wins).
 
-    A node whose job was removed failed, as DAGMan counts it, unless the whole run was cancelled.
+    A node whose job was removed failed, as DAGMan counts it, unless the whole run was cancelled
+    (`cancelled_at`: when, see _cancelled_at).
     """
     snapshot_nodes = snapshot.nodes if snapshot else {}
     snapshot_at = (snapshot.timestamp or 0.0) if snapshot else 0.0
@@ -218,7 +224,7 @@ def fold(
         if job is not None and (job.updated or 0.0) >= at:
             state, at = _job_state(job), job.updated or 0.0
         if seen is not None and seen.at >= at:
-            state = EVENT_STATES[seen.event]
+            state, at = EVENT_STATES[seen.event], seen.at
         exit_code = seen.exit_code if seen is not None and seen.exit_code is not None else None
         if exit_code is None and job is not None:
             exit_code = job.exit_code
@@ -229,7 +235,7 @@ def fold(
             attempts = max(attempts, run_attempts)
         if state == FAILED and dagman_alive and run_attempts <= plan.steps[node.step].retries:
             state = RETRYING
-        elif state == FAILED and cancelled and job is not None and job.state == ev.REMOVED:
+        elif cancelled_at is not None and _interrupted_by_cancel(state, at, job, cancelled_at):
             state = INTERRUPTED
         if state in (FAILED, UPSTREAM_FAILED):
             failed_or_below.add(name)
@@ -247,6 +253,25 @@ def fold(
             ended=(job.ended if job is not None else None) or (seen.ended if seen is not None else None),
         )
     return records
+
+
+def _interrupted_by_cancel(state: str, at: float, job: ev.NodeJob | None, cancelled_at: float) -> bool:
+    """Whether a cancelled run's node, in `state` since `at`, was interrupted by the cancel: its job was
+    removed, or it was still live when the cancel came. The files write whole seconds, so a record of
+    the cancel's own second cannot be ordered against it: the cancel wins that tie."""
+    if state == FAILED:
+        return job is not None and job.state == ev.REMOVED
+    return state in _LIVE_STATES and math.floor(at) <= math.floor(cancelled_at)
+
+
+def _cancelled_at(record: CondorRecord, outcome: str | None, ended: float | None) -> float | None:
+    """When an interrupted run was cancelled: the later of `dagflow cancel`'s record and the DAGMan job's
+    end (a DAGMan removed by other means has only the latter); None for a run that was not."""
+    if outcome != INTERRUPTED:
+        return None
+    removed = record.latest.removed if record.latest is not None else None
+    known = [at for at in (removed, ended) if at is not None]
+    return max(known) if known else math.inf
 
 
 def _of_latest_submission(history: JobstateLog, cluster: int) -> bool:
@@ -315,7 +340,7 @@ def read_condor_status(layout: RunLayout) -> RunStatus:
     exited = read_dagman_out(record.dagman_out, latest.cluster, latest.t) if latest is not None else None
     alive, outcome, ended = _run_outcome(record, history, snapshot, dagman, exited)
     journal = JournalState(
-        nodes=fold(plan, snapshot, history, jobs, alive, cancelled=outcome == INTERRUPTED),
+        nodes=fold(plan, snapshot, history, jobs, alive, _cancelled_at(record, outcome, ended)),
         runners=len(record.submissions),
         started=(history.started if history else None) or (record.submissions[0].t if record.submissions else None),
         finished=outcome,
