@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 from dagflow.agent.condor_config import ConfigError, advertised_attributes, read_params
 from dagflow.agent.configure import CONFIG_FILE_NAME, ConfigureOptions, configure
-from dagflow.agent.gpus import GpuSummary, parse_nvidia_smi
 from dagflow.agent.imds import Imds
 from dagflow.autoscale.matching import htcondor_match
 from dagflow.autoscale.policy import add_gpu_ads, load_policy
 from dagflow.cli import app
+from dagflow.gpus import GpuSummary, parse_nvidia_smi
 from dagflow.plan.model import Resources, StepInfo
 from dagflow.policies import gpu_classes
 

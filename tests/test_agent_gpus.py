@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dagflow.agent import gpus
-from dagflow.agent.gpus import GpuDetectionError, GpuSummary, parse_nvidia_smi
+from dagflow import gpus
+from dagflow.gpus import GpuDetectionError, GpuSummary, parse_nvidia_smi
 
 DATA = Path(__file__).parent / "data"
 

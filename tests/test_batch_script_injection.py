@@ -29,12 +29,12 @@ from hypothesis import strategies as st
 
 from dagflow.engines.batch.records import JobRecord
 from dagflow.engines.batch.script import JobScriptError, shell_word
+from dagflow.engines.batch.units import plan_units
 from dagflow.engines.sge import commands as sge_commands
 from dagflow.engines.sge.submit import Submission as SgeSubmission
 from dagflow.engines.sge.units import sge_units
 from dagflow.engines.slurm import commands as slurm_commands
 from dagflow.engines.slurm.submit import Submission as SlurmSubmission
-from dagflow.engines.slurm.units import plan_units
 from dagflow.errors import EXIT_USAGE, DagflowError
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.plan.model import Runtime

@@ -23,8 +23,8 @@ from test_search_scheduler_support import trial_rows
 
 from dagflow.agent.condor_config import advertised_attributes
 from dagflow.agent.configure import ConfigureOptions, configure
-from dagflow.agent.gpus import GpuSummary, parse_nvidia_smi
 from dagflow.agent.imds import Imds
+from dagflow.gpus import GpuSummary, parse_nvidia_smi
 
 pytestmark = pytest.mark.condor_pool
 

@@ -31,7 +31,7 @@ from dagflow.cli import app
 from dagflow.engines.condor import events, jobstate, status_files
 from dagflow.engines.condor.engine import prepare_condor
 from dagflow.engines.condor.observe import read_condor_status
-from dagflow.run.status import read_run_status, run_engine
+from dagflow.engines.registry import engine_of_run, read_run_status
 from tests.condor_helpers import regional_plan
 
 DATA = Path(__file__).parent / "data" / "condor"
@@ -238,7 +238,7 @@ def test_a_cancelled_dag_is_interrupted(tmp_path: Path) -> None:
 
 def test_dagflow_status_dispatches_on_the_engine(tmp_path: Path) -> None:
     prepared = make_run(tmp_path, "failed")
-    assert run_engine(prepared.layout) == "condor"
+    assert engine_of_run(prepared.layout) == "condor"
     assert read_run_status(prepared.layout).engine == "condor"
     runs = str(tmp_path)
     result = CliRunner().invoke(app, ["status", "failed", "--runs-dir", runs, "--json"])
@@ -266,7 +266,7 @@ def test_a_local_run_still_reads_as_local(tmp_path: Path) -> None:
 
     layout = RunLayout(tmp_path, plan.run_id)
     layout.create(plan)
-    assert run_engine(layout) == "local" and read_run_status(layout).state == "not-started"
+    assert engine_of_run(layout) == "local" and read_run_status(layout).state == "not-started"
     assert os.path.isdir(layout.logs_dir)
 
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from dagflow.cli import app
 from dagflow.engines.condor.submit_writer import axis_macro
 from dagflow.errors import SpecError
-from dagflow.plan.attributes import attribute_name
 from dagflow.spec import parse_spec
+from dagflow.spec.attributes import attribute_name
 
 PIPELINE = """\
 name: p

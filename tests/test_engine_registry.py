@@ -24,13 +24,14 @@ from dagflow.engines.registry import (
     engine_of_run,
     engine_options,
     load_engine,
+    read_run_status,
     register_engine,
     unregister_engine,
 )
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.layout import RunLayout
-from dagflow.run.status import RunStatus, read_run_status, read_status
+from dagflow.run.status import RunStatus, read_status
 from dagflow.spec import parse_spec
 
 PIPELINE = """\

@@ -17,8 +17,8 @@ from test_local_support import dagflow_cli
 
 from dagflow.engines.condor.gpu_memory import fill_match_time, gpu_memory_expression
 from dagflow.engines.local import RunOptions, run_local
+from dagflow.gpu_memory import GPU_MEMORY_MARK
 from dagflow.plan.expand import expand
-from dagflow.resources.gpu_memory import GPU_MEMORY_MARK
 from dagflow.spec import load_spec
 from tests.condor_pool import Pool
 

@@ -21,11 +21,11 @@ from test_local_support import step as local_step
 
 from dagflow.agent.condor_config import advertised_attributes
 from dagflow.agent.configure import ConfigureOptions, configure
-from dagflow.agent.gpus import detect_with_nvidia_smi, detect_with_nvml
 from dagflow.engines.condor.compile import compile_plan
 from dagflow.engines.condor.lint import parse_dag
 from dagflow.engines.local import RunOptions, run_local
 from dagflow.engines.local.resources import detect_machine
+from dagflow.gpus import detect_with_nvidia_smi, detect_with_nvml
 from dagflow.plan import Node, Plan, Resources
 from dagflow.run.layout import RunLayout
 

@@ -15,8 +15,8 @@ import pytest
 from test_local_rerun_after_crash import LONG
 
 from dagflow.errors import SpecError
-from dagflow.schedule.cron import CronError, next_fire_times, normalize
 from dagflow.spec import parse_spec
+from dagflow.spec.cron import CronError, next_fire_times, normalize
 
 PIPELINE = """\
 name: nightly

@@ -20,7 +20,7 @@ import pytest
 from rich.console import Console
 
 from dagflow.engines.batch.node import main as node_main
-from dagflow.engines.registry import engine_class
+from dagflow.engines.registry import engine_class, read_run_status
 from dagflow.engines.sge import SgeEngine, commands, resume_sge, submit_sge, wait_sge
 from dagflow.engines.sge.records import SgeRecords
 from dagflow.engines.sge.submit import qsub_options
@@ -29,7 +29,7 @@ from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.journal import read_journal
 from dagflow.run.layout import RunLayout
-from dagflow.run.status import RunStatus, read_run_status
+from dagflow.run.status import RunStatus
 from dagflow.run.status_view import print_status
 from dagflow.spec import load_spec
 

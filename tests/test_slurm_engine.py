@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from dagflow.engines.registry import read_run_status
 from dagflow.engines.slurm import SlurmEngine, commands, resume_slurm, submit_slurm, wait_slurm
 from dagflow.engines.slurm.records import SlurmRecords
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.journal import read_journal
 from dagflow.run.layout import RunLayout
-from dagflow.run.status import RunStatus, read_run_status
+from dagflow.run.status import RunStatus
 from dagflow.run.status_view import print_status
 from dagflow.spec import load_spec
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from dagflow.engines.batch.units import SINGLE, plan_units
 from dagflow.engines.slurm import commands
 from dagflow.engines.slurm.records import SlurmRecords
 from dagflow.engines.slurm.script import NODE_SH, render_script
 from dagflow.engines.slurm.submit import array_spec, comment, sbatch_options, time_limit_minutes
-from dagflow.engines.slurm.units import SINGLE, plan_units
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.journal import read_journal

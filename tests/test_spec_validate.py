@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from dagflow.errors import SpecError
-from dagflow.spec import check_search, load_spec, parse_spec
+from dagflow.search.checks import check_search
+from dagflow.spec import load_spec, parse_spec
 
 SKETCH = Path(__file__).parent / "data" / "design_sketch.yaml"
 

@@ -12,11 +12,11 @@ import pytest
 from usage_support import write_alloc
 
 from dagflow.engines.batch.node import main as node_main
+from dagflow.engines.registry import read_run_status
 from dagflow.engines.sge import submit_sge, wait_sge
 from dagflow.engines.slurm import submit_slurm, wait_slurm
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
-from dagflow.run.status import read_run_status
 from dagflow.run.usage import read_usage
 from dagflow.spec import load_spec
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import classad2
 
-from dagflow.agent.gpus import GpuSummary
 from dagflow.agent.imds import Ec2Identity
 from dagflow.errors import DagflowError
+from dagflow.gpus import GpuSummary
 
 # Config values are raw text: `$(` would expand a macro and a newline would end the line, so strings
 # taken from the driver or IMDS are advertised only when they stay inside this set.

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dagflow.agent.condor_config import ConfigError, NodeFacts, read_params, render
-from dagflow.agent.gpus import GpuSummary, detect_gpus
 from dagflow.agent.imds import Ec2Identity, Imds
 from dagflow.files import write_atomic
+from dagflow.gpus import GpuSummary, detect_gpus
 
 log = logging.getLogger("dagflow.agent")
 

@@ -126,7 +126,7 @@ def status_command(
     interval: Annotated[float, typer.Option("--interval", min=0.2, help="Seconds between --watch refreshes.")] = 2.0,
 ) -> None:
     """Show a run's state: counts per node state and a table of nodes."""
-    from dagflow.run.status import read_run_status  # read the way the run's recorded engine says
+    from dagflow.engines.registry import read_run_status  # read the way the run's recorded engine says
     from dagflow.run.status_view import print_status, watch_status
 
     try:
@@ -159,7 +159,7 @@ def _cached_from(layout: RunLayout, node: str, key: str) -> RunLayout:
 def _say_when_output_arrives(layout: RunLayout, node: str) -> None:
     """A node with no output file yet: say why when its engine runs it (a batch job whose output comes back
     when it ends); RunNotFoundError when it has not run."""
-    from dagflow.run.status import read_run_status
+    from dagflow.engines.registry import read_run_status
 
     status = read_run_status(layout)
     record = status.journal.nodes.get(node)

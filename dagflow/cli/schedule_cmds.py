@@ -32,7 +32,7 @@ def _entries(pipeline: Path):  # -> list[Entry]
 
 
 def _fire_times(cron: str) -> str:
-    from dagflow.schedule.cron import next_fire_times
+    from dagflow.spec.cron import next_fire_times
 
     return ", ".join(when.strftime("%Y-%m-%d %H:%M") for when in next_fire_times(cron, datetime.now()))
 
@@ -102,7 +102,7 @@ def list_command(
 ) -> None:
     """Show the installed dagflow schedules with their next three fire times."""
     from dagflow.schedule import crontab
-    from dagflow.schedule.cron import CronError
+    from dagflow.spec.cron import CronError
 
     try:
         blocks = crontab.installed_blocks(crontab.read_crontab())

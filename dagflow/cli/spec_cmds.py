@@ -47,7 +47,8 @@ def validate(
     it is not.
     """
     from dagflow.plan.expand import expand
-    from dagflow.spec import check_search, load_spec
+    from dagflow.search.checks import check_search
+    from dagflow.spec import load_spec
 
     try:
         spec = load_spec(pipeline)

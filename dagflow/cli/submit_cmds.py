@@ -39,7 +39,7 @@ SUBMIT_DEFAULT_ENGINE = "condor"
 
 def print_run_status(layout: RunLayout, json_output: bool) -> int:
     """Print a run's status (a table, or one JSON line); the exit code its state means."""
-    from dagflow.run.status import read_run_status
+    from dagflow.engines.registry import read_run_status
     from dagflow.run.status_view import print_status
 
     status = read_run_status(layout)

@@ -140,7 +140,7 @@ def promote_command(
     import os
 
     from dagflow.promote.promote import Request, failed, promote
-    from dagflow.promote.verdict import write_verdict
+    from dagflow.run.promotions import write_verdict
     from dagflow.transfer.redact import redact
 
     request = Request(metrics, metric, better.value, than, model, run_id, node, min_delta)

@@ -9,7 +9,8 @@ CLI, the search scheduler, status, schedules) picks engines here. A missing opti
 run time (tests, embedding programs).
 
 The engine that ran a run is recorded once, when its run directory is created (`<run_dir>/engine`, see
-RunLayout.create); every command that continues the run reads it back with engine_of_run.
+RunLayout.create); every command that continues the run reads it back with engine_of_run, and
+read_run_status reads any run's status the way the engine that made it says.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from dagflow.engines.base import Capabilities, Engine, EngineDeclaration, EngineOption
 from dagflow.errors import DagflowError
 from dagflow.run.layout import RunLayout
+from dagflow.run.status import RunStatus
 
 ENTRY_POINT_GROUP = "dagflow.engines"
 DEFAULT_ENGINE = "local"  # also what a run with no record and no marker was made by
@@ -126,3 +128,15 @@ def engine_of_run(layout: RunLayout) -> str:
 def engine_for_run(layout: RunLayout, settings: Mapping[str, Any] | None = None) -> Engine:
     """The engine that continues an existing run."""
     return load_engine(engine_of_run(layout), layout.runs_dir, settings)
+
+
+def read_run_status(layout: RunLayout) -> RunStatus:
+    """Status of a run of any engine, read the way the engine that made it says."""
+    engine = engine_for_run(layout)
+    status = engine.read_status(layout)
+    status.engine = engine.name
+    if status.plan.overrides:
+        from dagflow.plan.overrides import Overrides
+
+        status.notes.insert(0, f"overrides: {Overrides.from_dict(status.plan.overrides).describe()}")
+    return status

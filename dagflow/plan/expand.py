@@ -18,6 +18,7 @@ from typing import Any
 
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.gc_pause import gc_paused
+from dagflow.gpu_memory import GPU_MEMORY, GPU_MEMORY_MARK
 from dagflow.plan.model import (
     DAGFLOW_LAUNCHER,
     PROMOTE_SUFFIX,
@@ -30,7 +31,6 @@ from dagflow.plan.model import (
 )
 from dagflow.policies import GpuClass, gpu_classes
 from dagflow.resources.auto import AutoResources
-from dagflow.resources.gpu_memory import GPU_MEMORY, GPU_MEMORY_MARK
 from dagflow.spec.load import Spec
 from dagflow.spec.model import AUTO, PipelineSpec, StepSpec
 from dagflow.spec.sharing import shared_outputs

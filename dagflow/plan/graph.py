@@ -1,4 +1,5 @@
-"""Graph views of a Plan: layers and the critical path, for summaries and engines.
+"""Graph views of a Plan: its check (check_plan, which every engine runs before it starts), layers and
+the critical path, for summaries and engines.
 
 networkx is imported only where it is used: its import (about 0.1-0.3 s, mostly backend discovery)
 would otherwise be paid by every `dagflow run`.
@@ -8,10 +9,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dagflow.errors import DagflowError
 from dagflow.plan.model import Plan
 
 if TYPE_CHECKING:
     import networkx as nx
+
+
+class PlanError(DagflowError):
+    pass
+
+
+def check_plan(plan: Plan) -> None:
+    """Every parent exists and comes earlier in plan order (nodes are stored topologically)."""
+    seen: set[str] = set()
+    for name, node in plan.nodes.items():
+        if node.step not in plan.steps:
+            raise PlanError(f"plan node {name} names unknown step {node.step!r}")
+        for parent in node.parents:
+            if parent not in seen:
+                problem = "an unknown node" if parent not in plan.nodes else "a node that comes later (a cycle?)"
+                raise PlanError(f"plan node {name} has parent {parent}, {problem}")
+        seen.add(name)
 
 
 def to_networkx(plan: Plan) -> nx.DiGraph:

@@ -23,7 +23,7 @@ from dagflow.promote.decide import (
     read_metrics,
 )
 from dagflow.promote.store import PointerConflict, Store
-from dagflow.promote.verdict import Verdict
+from dagflow.run.promotions import Verdict
 from dagflow.transfer.s3client import S3TransferError
 
 POINTER_FORMAT = 1

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from dagflow.bounded import BoundedInputError, loads_json
+from dagflow.engines.registry import read_run_status
 from dagflow.plan import Plan
 from dagflow.run.journal import NodeRecord
 from dagflow.run.layout import SEARCH_TRIAL_FILE, RunLayout
-from dagflow.run.status import RunStatus, read_run_status
+from dagflow.run.status import RunStatus
 from dagflow.run.usage import NodeUsage, read_usage
 
 MAX_METRICS_FILES = 2000  # metrics files read per report: each is a file to open
@@ -45,7 +46,7 @@ class RunReport:
 
 
 def collect(status: RunStatus, search_db: Path | None = None) -> RunReport:
-    from dagflow.promote.verdict import promotion_records
+    from dagflow.run.promotions import promotion_records
 
     layout = status.layout
     states = status.node_states()

@@ -198,24 +198,3 @@ def read_status(layout: RunLayout) -> RunStatus:
         status.notes.append(f"skipped {journal.bad_lines} malformed line(s) in {layout.journal_path}")
         status.extra["journal_malformed_lines"] = journal.bad_lines
     return status
-
-
-def run_engine(layout: RunLayout) -> str:
-    """The engine that made the run (its record in the run directory; see dagflow/engines/registry.py)."""
-    from dagflow.engines.registry import engine_of_run
-
-    return engine_of_run(layout)
-
-
-def read_run_status(layout: RunLayout) -> RunStatus:
-    """Status of a run of any engine, read the way the engine that made it says."""
-    from dagflow.engines.registry import engine_for_run
-
-    engine = engine_for_run(layout)
-    status = engine.read_status(layout)
-    status.engine = engine.name
-    if status.plan.overrides:
-        from dagflow.plan.overrides import Overrides
-
-        status.notes.insert(0, f"overrides: {Overrides.from_dict(status.plan.overrides).describe()}")
-    return status

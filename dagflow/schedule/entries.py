@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagflow.errors import DagflowError
-from dagflow.schedule.cron import normalize
+from dagflow.spec.cron import normalize
 from dagflow.spec.load import Spec
 from dagflow.text import CONTROL_CHARACTERS
 

@@ -1,6 +1,6 @@
 """How a trial's run is doing, read from its run directory the way its engine writes it.
 
-The run directory is the one truth every engine keeps (dagflow.run.status.read_run_status reads
+The run directory is the one truth every engine keeps (dagflow.engines.registry.read_run_status reads
 local, Slurm and HTCondor runs alike). On top of the run state this adds the liveness rule that
 keeps a search from waiting forever on a trial (Spearmint's wedge, HIPS/Spearmint#25):
 
@@ -16,10 +16,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dagflow.engines.registry import read_run_status
 from dagflow.errors import DagflowError
 from dagflow.run.journal import FAILED
 from dagflow.run.layout import RunLayout
-from dagflow.run.status import RUN_NOT_STARTED, RUN_RUNNING, RUN_STOPPED, RunStatus, read_run_status
+from dagflow.run.status import RUN_NOT_STARTED, RUN_RUNNING, RUN_STOPPED, RunStatus
 
 PENDING = "pending"  # nothing started yet, within the start grace
 RUNNING = "running"

@@ -29,13 +29,13 @@ from dagflow.errors import Diagnostic, SpecError
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.plan.expand import expand
 from dagflow.search import ENGINES as OPTIMIZERS
+from dagflow.search.checks import early_stopping_problems, metrics_clash, optimizer_key
 from dagflow.search.progress import last_object
 from dagflow.search.space import SearchSpace
 from dagflow.search.spearmint import INSTEAD, SpearmintExperiment
 from dagflow.search.spearmint_job import default_result_path, refusal
 from dagflow.spec import Spec
 from dagflow.spec.model import EarlyStoppingSpec
-from dagflow.spec.search_checks import early_stopping_problems, metrics_clash, optimizer_key
 
 
 class TrialError(Exception):

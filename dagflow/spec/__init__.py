@@ -1,5 +1,5 @@
 """The Spec: the user's pipeline document, typed, validated, and traced to file:line:column."""
 
-from dagflow.spec.load import Spec, check_search, load_spec, parse_spec
+from dagflow.spec.load import Spec, load_spec, parse_spec
 
-__all__ = ["Spec", "check_search", "load_spec", "parse_spec"]
+__all__ = ["Spec", "load_spec", "parse_spec"]

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.spec.model import PipelineSpec
-from dagflow.spec.search_checks import search_diagnostics
 from dagflow.spec.validate import check_document
 from dagflow.spec.yamlpos import Positions, load_yaml
 
@@ -46,14 +45,3 @@ def parse_spec(text: str, filename: str, base: Path | None = None) -> Spec:
     file = (base or Path.cwd()) / Path(filename).name
     return Spec(model=checked.model, file=file, positions=positions, warnings=tuple(checked.warnings),
                 filename=filename)
-
-
-def check_search(spec: Spec, filename: str | None = None) -> None:
-    """The checks `dagflow search run` makes of a search: block (SpecError with every problem found).
-
-    Not part of parse_spec: a plain run does not run trials, so a search block that could not run in
-    parallel does not stop it; `dagflow validate` and `dagflow search run` make these checks.
-    """
-    problems = search_diagnostics(spec, filename or str(spec.file))
-    if problems:
-        raise SpecError(problems)

@@ -16,7 +16,7 @@ VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$
 
 
 # {gpu.memory_mb}: the memory of the GPU a node actually got, known only once it is placed; a plan holds
-# a mark there that each engine fills in when the node starts (dagflow/resources/gpu_memory.py).
+# a mark there that each engine fills in when the node starts (dagflow/gpu_memory.py).
 class TemplateError(ValueError):
     pass
 

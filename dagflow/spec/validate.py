@@ -21,12 +21,12 @@ import classad2
 from pydantic import ValidationError
 
 from dagflow.errors import Diagnostic
-from dagflow.plan.attributes import reserved_attributes
+from dagflow.gpu_memory import GPU_MEMORY
 from dagflow.policies import gpu_classes
-from dagflow.resources.gpu_memory import GPU_MEMORY
-from dagflow.schedule.cron import FORM as CRON_FORM
-from dagflow.schedule.cron import CronError
-from dagflow.schedule.cron import normalize as normalize_cron
+from dagflow.spec.attributes import reserved_attributes
+from dagflow.spec.cron import FORM as CRON_FORM
+from dagflow.spec.cron import CronError
+from dagflow.spec.cron import normalize as normalize_cron
 from dagflow.spec.model import (
     CHECKPOINT_EXIT_CODE,
     OLD_OPTIMIZER_KEY,

@@ -18,10 +18,10 @@ from dagflow.engines.base import EngineBase, Report
 from dagflow.engines.batch.observe import BatchObserver, append_events
 from dagflow.engines.batch.records import JobRecord
 from dagflow.engines.batch.submitted import Submitted
-from dagflow.engines.local.graph import check_plan
 from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
+from dagflow.plan.graph import check_plan
 from dagflow.run.ids import validate_run_id
 from dagflow.run.journal import DONE_STATES
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, find_run

@@ -7,7 +7,7 @@ several wins, as on the other engines.
 
 from __future__ import annotations
 
-from dagflow.resources.gpu_memory import GPU_MEMORY, GpuMemoryUnknownError, has_gpu_memory_mark, with_gpu_memory
+from dagflow.gpu_memory import GPU_MEMORY, GpuMemoryUnknownError, has_gpu_memory_mark, with_gpu_memory
 
 __all__ = ["GpuMemoryUnknownError", "fill_batch_gpu_memory"]
 
@@ -16,7 +16,7 @@ def fill_batch_gpu_memory(argv: list[str], env: dict[str, str]) -> list[str]:
     """argv with {gpu.memory_mb} filled in (env in place); GpuMemoryUnknownError when it cannot be."""
     if not (has_gpu_memory_mark(argv) or has_gpu_memory_mark(env)):
         return argv
-    from dagflow.agent.gpus import GpuDetectionError, detect_with_nvidia_smi
+    from dagflow.gpus import GpuDetectionError, detect_with_nvidia_smi
 
     visible = [name.strip() for name in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if name.strip()]
     if not visible:

@@ -14,10 +14,11 @@ from pathlib import Path
 
 from dagflow.engines.batch.records import BatchRecords, JobRecord
 from dagflow.engines.batch.script import KILL_GRACE_S, SINGLE
-from dagflow.engines.slurm.units import Unit
+from dagflow.engines.batch.units import Unit
 from dagflow.errors import DagflowError
-from dagflow.plan import Plan, StepInfo, attributes
-from dagflow.plan.attributes import attribute_name
+from dagflow.plan import Plan, StepInfo
+from dagflow.spec import attributes
+from dagflow.spec.attributes import attribute_name
 from dagflow.text import CONTROL_CHARACTERS
 
 PARALLEL_SUBMITS = 8  # each submit is one process and one scheduler round trip per job

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from dagflow.resources.gpu_memory import GPU_MEMORY_MARK
+from dagflow.gpu_memory import GPU_MEMORY_MARK
 
 _TERM = 'eval(strcat("GPUs_",replaceall("-",split(AssignedGPUs,", ")[{index}],"_"),".GlobalMemoryMb"))'
 

@@ -32,9 +32,9 @@ from dagflow.engines.condor.transfer import (
     outermost,
     runs_on_access_point,
 )
-from dagflow.plan import attributes
-from dagflow.plan.attributes import attribute_name
 from dagflow.plan.model import Node, Plan, Runtime, StepInfo
+from dagflow.spec import attributes
+from dagflow.spec.attributes import attribute_name
 from dagflow.text import CONTROL_CHARACTERS
 
 ARGS_MACRO = "DagflowArgs"
@@ -114,7 +114,7 @@ def runtime_environment(runtime: Runtime | None = None) -> dict[str, str]:
 
 
 def axis_macro(axis: str) -> str:
-    """The axis's Dagflow* attribute name (plan/attributes.py), checked as a submit macro name too."""
+    """The axis's Dagflow* attribute name (spec/attributes.py), checked as a submit macro name too."""
     return escape.macro_name(escape.attribute_name(attribute_name(axis), f"matrix axis {axis!r}"))
 
 

@@ -26,18 +26,20 @@ from pathlib import Path
 
 from dagflow.data import with_import_root
 from dagflow.engines.local.earlier_runs import earlier_runs
-from dagflow.engines.local.graph import PlanError, check_plan
-from dagflow.engines.local.options import RunOptions, RunResult
+from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.resources import Machine, ResourceError, detect_machine, infeasible
+from dagflow.engines.local.result import RunResult
 from dagflow.engines.local.runner import LocalRunner, RunStorageError
+from dagflow.engines.registry import engine_of_run
 from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
+from dagflow.plan.graph import PlanError, check_plan
 from dagflow.run.ids import validate_run_id
 from dagflow.run.layout import RunLayout, find_run
 from dagflow.run.lock import holder_pid, is_locked
 from dagflow.run.replan import changed_nodes, replanned
-from dagflow.run.status import read_status, run_engine
+from dagflow.run.status import read_status
 
 
 class RunExistsError(DagflowError):
@@ -149,7 +151,7 @@ def resume_local(run_id: str | None, options: RunOptions | None = None) -> RunRe
     """
     options = options or RunOptions()
     layout = find_run(Path(options.runs_dir), run_id)
-    engine = run_engine(layout)
+    engine = engine_of_run(layout)
     if engine != options.engine:
         # Its nodes ran (or run) elsewhere and its journal is not the local runner's: running it here
         # would run finished work again and write into another engine's run directory.

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dagflow.engines.local.resources import Gpu
-from dagflow.resources.gpu_memory import GpuMemoryUnknownError
-from dagflow.resources.gpu_memory import with_gpu_memory as _fill
+from dagflow.gpu_memory import GpuMemoryUnknownError
+from dagflow.gpu_memory import with_gpu_memory as _fill
 
 __all__ = ["GpuMemoryUnknownError", "with_gpu_memory"]
 

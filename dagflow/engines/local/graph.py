@@ -4,25 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from dagflow.errors import DagflowError
 from dagflow.plan import Plan, StepInfo
-
-
-class PlanError(DagflowError):
-    pass
-
-
-def check_plan(plan: Plan) -> None:
-    """Every parent exists and comes earlier in plan order (nodes are stored topologically)."""
-    seen: set[str] = set()
-    for name, node in plan.nodes.items():
-        if node.step not in plan.steps:
-            raise PlanError(f"plan node {name} names unknown step {node.step!r}")
-        for parent in node.parents:
-            if parent not in seen:
-                problem = "an unknown node" if parent not in plan.nodes else "a node that comes later (a cycle?)"
-                raise PlanError(f"plan node {name} has parent {parent}, {problem}")
-        seen.add(name)
 
 
 class DagTracker:

@@ -13,8 +13,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from dagflow.engines.local.options import RunResult
 from dagflow.engines.local.reporting import Reporter, RunInfo, summary_lines
+from dagflow.engines.local.result import RunResult
 from dagflow.plan import Plan
 from dagflow.run.journal import CACHED, FAILED, PENDING, RUNNING, SUCCEEDED, UPSTREAM_FAILED
 from dagflow.run.layout import RunLayout

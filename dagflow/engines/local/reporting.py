@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from dagflow.engines.local.options import RUN_INTERRUPTED, RUN_SUCCEEDED, RunResult
+from dagflow.engines.local.result import RUN_INTERRUPTED, RUN_SUCCEEDED, RunResult
 from dagflow.plan import Plan
-from dagflow.promote.verdict import promotion_lines, promotion_records
+from dagflow.run.promotions import promotion_lines, promotion_records
 from dagflow.text import plural
 
 

@@ -1,5 +1,5 @@
-"""Group the nodes to submit into Grid Engine jobs: the Slurm engine's grouping (engines/slurm/units.py,
-one job array per step where the wiring allows), renumbered for Grid Engine.
+"""Group the nodes to submit into Grid Engine jobs: the batch engines' grouping
+(engines/batch/units.py, one job array per step where the wiring allows), renumbered for Grid Engine.
 
 `qsub -t` takes one range, and `-hold_jid_ad` (task i waits for task i of the parent array, Slurm's
 `aftercorr`) wants both arrays to have the same range. So an array's tasks are numbered 1..n in the order
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dagflow.engines.slurm.units import SINGLE, Unit, plan_units
+from dagflow.engines.batch.units import SINGLE, Unit, plan_units
 from dagflow.plan import Plan
 
 __all__ = ["SINGLE", "Unit", "sge_units"]

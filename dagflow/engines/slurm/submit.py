@@ -10,10 +10,10 @@ from itertools import groupby
 from pathlib import Path
 
 from dagflow.engines.batch.submission import UnitSubmission, job_attributes, option_path, time_limit_s
+from dagflow.engines.batch.units import Unit, plan_units
 from dagflow.engines.slurm import commands
 from dagflow.engines.slurm.records import JobRecord, SlurmRecords
 from dagflow.engines.slurm.script import render_script
-from dagflow.engines.slurm.units import Unit, plan_units
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan, StepInfo
 

@@ -1,5 +1,6 @@
-"""Promotion verdicts: written by `dagflow promote` to $DAGFLOW_RUN_DIR/promotions/<node>.json and read
-by the run summary, which says per matrix cell (per region): promoted, kept, or failed."""
+"""Promotion verdicts, part of the run directory: `dagflow promote` writes one per promotion node to
+$DAGFLOW_RUN_DIR/promotions/<node>.json; the run summary and the report read them and say per matrix cell
+(per region): promoted, kept, or failed."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Checks of a pipeline's `search:` block that need the whole, valid document (and its expansion).
+"""Checks of a pipeline's `search:` block that need the whole, valid document, its expansion and the
+optimisers: what the field types of spec/model.py cannot say.
 
-`dagflow validate` runs them (validate.check_search), so it refuses what `dagflow search run` would;
-the search's trial source (dagflow.search.trials.PipelineTrials) calls metrics_clash from here too.
+`dagflow validate` runs them (check_search), so it refuses what `dagflow search run` would; the search's
+trial source (dagflow.search.trials.PipelineTrials) calls metrics_clash from here too.
 """
 
 from __future__ import annotations
@@ -45,6 +46,17 @@ def search_diagnostics(spec: Spec, filename: str) -> list[Diagnostic]:
         clash = metrics_clash(spec, filename)
         found += [clash] if clash else []
     return found
+
+
+def check_search(spec: Spec, filename: str | None = None) -> None:
+    """The checks `dagflow search run` makes of a search: block (SpecError with every problem found).
+
+    Not part of parse_spec: a plain run does not run trials, so a search block that could not run in
+    parallel does not stop it; `dagflow validate` and `dagflow search run` make these checks.
+    """
+    problems = search_diagnostics(spec, filename or str(spec.file))
+    if problems:
+        raise SpecError(problems)
 
 
 def metrics_steps(spec: Spec) -> list[str]:

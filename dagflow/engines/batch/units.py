@@ -1,8 +1,8 @@
-"""Group the nodes to submit into Slurm jobs: one job array per step where the wiring allows, else one
-job per node.
+"""Group the nodes to submit into batch jobs (Slurm's and Grid Engine's, which renumbers the tasks:
+engines/sge/units.py): one job array per step where the wiring allows, else one job per node.
 
 An array carries one dependency for all its tasks, so a step becomes an array only when, towards each
-parent step, its wiring is one of two shapes Slurm can say in one clause:
+parent step, its wiring is one of two shapes Slurm (and Grid Engine) can say in one clause:
 
 - corresponding: task i needs exactly task i of the parent array (same task ids on both sides; the
   region chain stage.us -> train.us): `aftercorr:<parent array>`;
