@@ -29,7 +29,6 @@ that fails to install is skipped with a note. They are not dagflow dependencies.
     python benchmarks/local_overhead.py                  # everything (several minutes: Luigi is slow)
     python benchmarks/local_overhead.py --quick          # small shapes, a smoke run
     python benchmarks/local_overhead.py --only floor,dagflow --shapes fanout --repeat 3
-    DAGFLOW_KEEPER=python python benchmarks/local_overhead.py ...   # dagflow with its Python keeper
 """
 
 from __future__ import annotations
@@ -310,14 +309,6 @@ def dagflow_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "dagflow"]
 
 
-def keeper_kind() -> str:
-    """Which keeper `dagflow run` starts here: the native one built at install, or keeper.py."""
-    from dagflow.engines.local.procs import keeper_command
-
-    command = keeper_command(Path("run"), dict(os.environ))
-    return "native (keeper.c)" if command[0].endswith("dagflow-keeper") else "Python (keeper.py)"
-
-
 def bench_dagflow(shape: Shape, workdir: Path, timeout: float) -> Result:
     pipeline = workdir / "pipeline.yaml"
     pipeline.write_text(shape.pipeline_yaml)
@@ -566,8 +557,6 @@ def main(argv: list[str] | None = None) -> int:
 
     cpus = os.cpu_count()
     print(f"local overhead: every node runs `true`, {SLOTS} slots, {cpus} CPUs, Python {sys.version.split()[0]}")
-    if "dagflow" in args.tools:
-        print(f"  dagflow's keeper: {keeper_kind()}")
     for shape_name in args.shape_names:
         print(f"  {shape_name}: {shapes[shape_name].description}")
     print()

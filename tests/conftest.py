@@ -1,6 +1,5 @@
 import pytest
 
-from dagflow.engines.local.procs import KEEPER_CHOICE, native_keeper_ready
 from tests.cluster_lifetime import begin_session, stop_started
 
 pytest_plugins = ["aws_fixtures", "slurm_fixtures", "condor_pool", "sge_fixtures"]
@@ -39,11 +38,3 @@ def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
     if not hasattr(session.config, "workerinput"):  # the main process, after every xdist worker has finished
         stop_started()
 
-
-@pytest.fixture(params=["native", "python"])
-def both_keepers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run the test with the native keeper (keeper.c, built at install) and again with keeper.py."""
-    if request.param == "native" and not native_keeper_ready():
-        pytest.skip("no current native keeper: no C compiler at install, or keeper.c changed since (pip install -e .)")
-    monkeypatch.setenv(KEEPER_CHOICE, request.param)
-    return request.param

@@ -20,6 +20,11 @@ ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 def in_a_terminal(args: list[str], cwd: Path, columns: int = 80, env: dict[str, str] | None = None) -> str:
     """What `dagflow ARGS` shows on a terminal `columns` wide (its size set on the pty, no COLUMNS), with
     colours and styles taken out."""
+    return ESCAPES.sub("", raw_terminal_output(args, cwd, columns, env))
+
+
+def raw_terminal_output(args: list[str], cwd: Path, columns: int = 80, env: dict[str, str] | None = None) -> str:
+    """Every byte `dagflow ARGS` writes to that terminal, escape sequences included."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     environment = {k: v for k, v in {**cli_env(), **(env or {})}.items() if k not in ("COLUMNS", "LINES")}
@@ -38,5 +43,4 @@ def in_a_terminal(args: list[str], cwd: Path, columns: int = 80, env: dict[str, 
             chunks.append(chunk)
         child.wait(timeout=120)
     os.close(leader)
-    text = b"".join(chunks).decode("utf-8", errors="replace").replace("\r\n", "\n")
-    return ESCAPES.sub("", text)
+    return b"".join(chunks).decode("utf-8", errors="replace").replace("\r\n", "\n")

@@ -13,14 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from test_local_support import cli_env, dagflow_cli
 
 from dagflow.run.journal import read_journal
 from tests.checkpoint_support import epochs, write_train
-
-# Every test here runs with the native keeper and again with keeper.py (conftest.both_keepers).
-pytestmark = pytest.mark.usefixtures("both_keepers")
 
 PIPELINE = """\
 name: ckpt

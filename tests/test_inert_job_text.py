@@ -5,12 +5,11 @@ as it is, by design.)"""
 
 from __future__ import annotations
 
-import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
 
+from terminal_support import raw_terminal_output
 from test_local_support import cli_env, dagflow_cli
 
 # A window title, clear-screen and a CSI in its 8-bit form: each one does something to a real terminal.
@@ -36,33 +35,13 @@ def _failed_run(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
 
 
-def _through_a_terminal(args: list[str], cwd: Path) -> str:
-    """What the command writes to a real (pseudo) terminal."""
-    leader, follower = pty.openpty()
-    env = {**cli_env(), "COLUMNS": "200", "TERM": "xterm"}
-    with subprocess.Popen(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower) as child:
-        os.close(follower)
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        child.wait(timeout=120)
-    os.close(leader)
-    return b"".join(chunks).decode("utf-8", errors="replace")
-
-
 def test_status_shows_a_failed_nodes_stderr_inert_in_a_pipe_and_a_terminal(tmp_path: Path) -> None:
     _failed_run(tmp_path)
     piped = dagflow_cli("status", cwd=tmp_path)
     assert "stderr of bad" in piped.stdout, piped.stdout
     assert "\x1b" not in piped.stdout and "\x9b" not in piped.stdout, repr(piped.stdout)
     assert SHOWN in piped.stdout, piped.stdout
-    shown = _through_a_terminal([sys.executable, "-m", "dagflow", "status"], tmp_path)
+    shown = raw_terminal_output(["status"], tmp_path, columns=200)
     assert "stderr of bad" in shown, shown
     for sequence in ("\x1b]0;pwned", "\x1b[2J", "\x9b"):
         assert sequence not in shown, repr(shown)

@@ -13,9 +13,6 @@ import pytest
 from test_local_support import dagflow_cli, node, step
 from test_run_cli import alive, journal_of, start_runner, succeeded, wait_for, write_plan
 
-# Every test here runs with the native keeper and again with keeper.py (conftest.both_keepers).
-pytestmark = pytest.mark.usefixtures("both_keepers")
-
 # A child that leaves the node's process group and records its own pid (the pid that must die).
 ESCAPE = "setsid sh -c 'echo $$ > child.pid; exec sleep 300' &"
 WAIT_FOR_CHILD = "while [ ! -s child.pid ]; do sleep 0.05; done"

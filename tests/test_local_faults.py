@@ -15,9 +15,6 @@ from test_local_support import dagflow_cli, make_plan, node, step
 from dagflow.engines.local import RunOptions, run_local
 from dagflow.run.journal import read_journal
 
-# Every test here runs with the native keeper and again with keeper.py (conftest.both_keepers).
-pytestmark = pytest.mark.usefixtures("both_keepers")
-
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:

@@ -23,9 +23,6 @@ from test_run_cli import journal_of, start_runner, succeeded, wait_for, write_pl
 from dagflow.engines.local.keeper import read_replies, request
 from dagflow.engines.local.procs import start_keeper
 
-# Every test here runs with the native keeper and again with keeper.py (conftest.both_keepers).
-pytestmark = pytest.mark.usefixtures("both_keepers")
-
 WAIT_FOR_FILE = "while [ ! -f {flag} ]; do sleep 0.05; done"
 
 
@@ -35,12 +32,7 @@ class KeeperDriver:
     def __init__(self, run_dir: Path, workdir: Path) -> None:
         (run_dir / "logs").mkdir(parents=True)
         self.run_dir = run_dir
-        previous = os.getcwd()
-        os.chdir(workdir)  # the keeper starts nodes in its working directory
-        try:
-            self.child, self.requests, self.replies_fd = start_keeper(run_dir, cli_env())
-        finally:
-            os.chdir(previous)
+        self.child, self.requests, self.replies_fd = start_keeper(run_dir, str(workdir), cli_env())
         self.buffer = bytearray()
         self.replies: list[tuple] = []
         self.all_replies: list[tuple] = []  # with their values

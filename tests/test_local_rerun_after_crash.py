@@ -20,8 +20,6 @@ from test_local_support import cli_env, dagflow_cli
 
 from dagflow.run.journal import read_journal
 
-pytestmark = pytest.mark.usefixtures("both_keepers")
-
 # `long` records each start (its pid), waits for `release`, then appends its side effect under flock.
 LONG = (
     "echo $$ >> starts; while [ ! -f release ]; do sleep 0.05; done; "
@@ -132,22 +130,20 @@ def test_a_result_the_keeper_recorded_while_no_runner_lived_counts_for_a_plain_r
     assert status["counts"] == {"cached": 2}, status
 
 
-def test_after_the_keeper_died_too_its_orphaned_node_is_stopped_before_it_runs_again(tmp_path: Path) -> None:
+def test_when_the_keeper_dies_too_its_nodes_die_with_it_and_the_next_run_runs_them_once(tmp_path: Path) -> None:
     write_pipeline(tmp_path)
     pid = kill_runner_while_long_runs(tmp_path)
     os.kill(keeper_pid(tmp_path), signal.SIGKILL)
-    assert alive(pid)
+    wait_for(lambda: not alive(pid))  # its keeper's watch ends it: nothing could ever learn how it ended
+    (tmp_path / "release").touch()  # a node still running now would write its side effect
     again = start_run(tmp_path)
     try:
-        wait_for(lambda: len(starts(tmp_path)) == 2)
-        assert not alive(pid), "the orphan of the dead keeper runs beside its second copy"
-        (tmp_path / "release").touch()
         out, err = again.communicate(timeout=120)
     finally:
         if again.poll() is None:
             again.kill()
     assert again.returncode == 0, out + err
-    assert effects(tmp_path) == ["after", "long"]
+    assert len(starts(tmp_path)) == 2 and effects(tmp_path) == ["after", "long"]
 
 
 def test_a_node_that_cleared_its_environment_is_adopted_by_its_keeper_not_started_again(tmp_path: Path) -> None:
@@ -248,9 +244,8 @@ def began(tmp_path: Path) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_plain_reruns_after_kill_9_at_random_moments_run_each_node_once(tmp_path: Path, seed: int) -> None:
-    """kill -9 of the runner at random moments while nodes run, each followed by the command a user or cron
-    would type next, until a run ends: every node's side effect happened once. (Its keeper's death is the
-    deterministic test above: a node that ends between its keeper's death and the next run is not covered.)"""
+    """kill -9 of the runner (and once of its keeper too) at random moments while nodes run, each followed by
+    the command a user or cron would type next, until a run ends: every node's side effect happened once."""
     import random
     import time
 
@@ -258,7 +253,7 @@ def test_plain_reruns_after_kill_9_at_random_moments_run_each_node_once(tmp_path
     (tmp_path / "pipeline.yaml").write_text(CHAIN)
     (tmp_path / "step.sh").write_text(STEP)
     expected = sorted(["report", *(f"{step}.{region}" for step in ("fetch", "train") for region in ("us", "br", "de"))])
-    for _ in range(3):
+    for attempt in range(3):
         runner = start_run(tmp_path, subprocess.DEVNULL)
         target = began(tmp_path) + 1  # a moment after one more node has begun: mid-run, never before it
         wait_for(lambda: began(tmp_path) >= target or runner.poll() is not None)  # noqa: B023
@@ -267,6 +262,11 @@ def test_plain_reruns_after_kill_9_at_random_moments_run_each_node_once(tmp_path
             break
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait(timeout=60)
+        if attempt == 1:  # once, its keeper dies too: its watch ends the nodes it ran
+            for line in (tmp_path / ".dagflow" / "runs" / runs(tmp_path)[-1] / "procs.jsonl").read_text().splitlines():
+                keeper = json.loads(line).get("k")
+                if keeper and Path(f"/proc/{keeper}").exists():
+                    os.kill(keeper, signal.SIGKILL)
     final = dagflow_cli("run", "pipeline.yaml", "--kill-grace", "0.5", cwd=tmp_path)
     assert final.returncode == 0, final.stdout + final.stderr
     assert sorted((tmp_path / "effects").read_text().split()) == expected

@@ -13,13 +13,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from test_local_support import cli_env, dagflow_cli, make_plan, node, step
 
 from dagflow.run.journal import read_journal
-
-# Every test here runs with the native keeper and again with keeper.py (conftest.both_keepers).
-pytestmark = pytest.mark.usefixtures("both_keepers")
 
 # Writes its pid to `starts` each time it starts, prints while it waits for `release`, then exits with
 # the code in `rc` (0 without it). A node killed and rerun would show two starts.

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from dagflow.engines.local.procs import KEEPER_CHOICE, NATIVE_KEEPER, keeper_command, native_keeper_current
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.run.journal import CACHED, FAILED, SUCCEEDED, JournalWriter, read_journal
 
@@ -105,32 +101,3 @@ def test_journal_folds_events_and_ignores_a_torn_last_line(tmp_path: Path) -> No
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b""
     assert all(json.loads(line) for line in lines[:-1])
-
-
-def test_the_native_keeper_is_built_at_install_and_runs_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not (shutil.which("cc") or shutil.which("gcc")):
-        pytest.skip("no C compiler: the install could not build the native keeper (hatch_build.py)")
-    monkeypatch.delenv(KEEPER_CHOICE, raising=False)
-    assert os.access(NATIVE_KEEPER, os.X_OK), "pip install should have compiled keeper.c (hatch_build.py)"
-    assert keeper_command(Path("/r"), dict(os.environ)) == [str(NATIVE_KEEPER), "/r"]
-    python_keeper = keeper_command(Path("/r"), {KEEPER_CHOICE: "python"})
-    assert python_keeper[0] == sys.executable and python_keeper[-2].endswith("keeper.py")
-
-
-def test_a_native_keeper_older_than_its_source_or_missing_is_not_run(tmp_path: Path) -> None:
-    # An editable install whose keeper.c changed since pip compiled it (a pull, an edit) runs keeper.py
-    # until a reinstall: the old binary may speak an older protocol. A wheel carries the binary alone.
-    binary, source = tmp_path / "dagflow-keeper", tmp_path / "keeper.c"
-    assert not native_keeper_current(binary, source)  # never built (no C compiler)
-    binary.write_bytes(b"")
-    binary.chmod(0o755)
-    assert native_keeper_current(binary, source)  # as a wheel installs it
-    source.write_text("/* the source it was built from */")
-    os.utime(source, (1_000, 1_000))
-    os.utime(binary, (2_000, 2_000))
-    assert native_keeper_current(binary, source)
-    os.utime(source, (3_000, 3_000))
-    assert not native_keeper_current(binary, source)  # keeper.c changed since
-    os.utime(binary, (3_000, 3_000))
-    binary.chmod(0o644)
-    assert not native_keeper_current(binary, source)  # not executable

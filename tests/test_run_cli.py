@@ -12,14 +12,10 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from test_local_support import cli_env, dagflow_cli, make_plan, node, step
 
 from dagflow.plan import Node, Resources
 from dagflow.run.journal import JournalState, read_journal
-
-# Every test here runs with the native keeper and again with keeper.py (conftest.both_keepers).
-pytestmark = pytest.mark.usefixtures("both_keepers")
 
 
 def write_plan(tmp_path: Path, plan_nodes: list, steps: list | None = None) -> Path:

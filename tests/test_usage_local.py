@@ -25,9 +25,6 @@ from dagflow.engines.local import runner as runner_module
 from dagflow.plan import Resources
 from dagflow.run.usage import NodeUsage, decode_usage, encode_usage, latest_by_node, read_usage
 
-# Every test here runs with the native keeper and again with keeper.py (conftest.both_keepers).
-pytestmark = pytest.mark.usefixtures("both_keepers")
-
 
 def _runs(tmp_path: Path) -> Path:
     return tmp_path / ".dagflow" / "runs"

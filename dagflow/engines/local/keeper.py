@@ -1,12 +1,13 @@
 """The keeper: the process that starts a run's nodes, waits for them, and records their exits.
 
-Run as `python -I -S keeper.py RUN_DIR` by the runner (procs.py starts it, or keeper.c's native build of
-this same loop where the install compiled one: the two are interchangeable), it is the parent of every
-node the runner starts, so it alone can collect their exit codes; it lives in its own process group,
-so a kill of the runner (SIGKILL, OOM, a crash) or Ctrl-C in the runner's terminal leaves it and the
-nodes running. It records each node's start and exit in `RUN_DIR/procs.jsonl` (one line each; the
-lines of one turn of its loop in one write(2), with O_APPEND, before it tells the runner of them), the
-way DAGMan's job log and Nextflow's `.exitcode` files do:
+Run as `python -I -S keeper.py RUN_DIR` by the runner (procs.start_keeper), with RUN_DIR absolute and the
+plan's workdir open as descriptor WORKDIR_FD: the keeper moves there as it starts, so the nodes it starts
+run there (posix_spawn cannot change directory) while the runner's own directory stays where it was. It
+is the parent of every node the runner starts, so it alone can collect their exit codes; it lives in its
+own process group, so a kill of the runner (SIGKILL, OOM, a crash) or Ctrl-C in the runner's terminal
+leaves it and the nodes running. It records each node's start and exit in `RUN_DIR/procs.jsonl` (one
+line each; the lines of one turn of its loop in one write(2), with O_APPEND, before it tells the runner
+of them), the way DAGMan's job log and Nextflow's `.exitcode` files do:
 
     {"n": node, "a": attempt, "pid": pid, "k": keeper pid}          started
     {"n": node, "a": attempt, "pid": pid, "rc": exit code,          exited (negative: killed by that signal)
@@ -18,7 +19,7 @@ its request pipe (it finished, or died) and no node of its own is left. It impor
 and starts in a few milliseconds.
 
 Protocol, frames of a 4-byte little-endian length and a payload of fields separated by NUL bytes (no
-field can hold one: exec(2) could not pass it), numbers in decimal, so that keeper.c speaks it too:
+field can hold one: exec(2) could not pass it), numbers in decimal:
   runner -> keeper (stdin):  s node attempt program argc argv... envc KEY=VALUE... after-node after-attempt
                                                                         start (no after: "" and 0)
                              | n node attempt                           start now
@@ -51,7 +52,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import selectors
+import select
 import signal
 import struct
 import sys
@@ -59,6 +60,7 @@ import time
 from collections import deque
 
 _HEADER = struct.Struct("<I")
+WORKDIR_FD = 3  # the directory to run nodes in, as the runner passes it
 # Signals a node gets back to their default dispositions (Python ignores SIGPIPE and SIGXFSZ; the keeper
 # ignores SIGINT and SIGHUP, which only the runner acts on).
 _NODE_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGHUP)
@@ -67,11 +69,12 @@ _READ_SIZE = 1 << 16
 _WATCH_AFTER_S = 0.05
 
 
-def _frame(fields: list[bytes]) -> bytes:
-    payload = b"\0".join(fields)
-    if payload.count(b"\0") != len(fields) - 1:
+def _frame(fields: list[str]) -> bytes:
+    payload = "\0".join(fields)
+    if payload.count("\0") != len(fields) - 1:
         raise ValueError("embedded null byte")  # as exec(2) and os.posix_spawn refuse it
-    return _HEADER.pack(len(payload)) + payload
+    data = os.fsencode(payload)  # once for the whole frame: the encoding works character by character
+    return _HEADER.pack(len(data)) + data
 
 
 def _unframe(buffer: bytearray) -> list[list[bytes]]:
@@ -92,12 +95,12 @@ def _unframe(buffer: bytearray) -> list[list[bytes]]:
 
 def request(kind: str, node: str, attempt: int, start: tuple | None = None) -> bytes:
     """A runner's request: kind "s" with start = (program, argv, env additions, after), "n" or "d"."""
-    fields = [kind.encode(), os.fsencode(node), b"%d" % attempt]
+    fields = [kind, node, str(attempt)]
     if start is not None:
         program, argv, env, after = start
-        fields += [os.fsencode(program), b"%d" % len(argv), *map(os.fsencode, argv), b"%d" % len(env)]
-        fields += [os.fsencode(f"{key}={value}") for key, value in env.items()]
-        fields += [os.fsencode(after[0]), b"%d" % after[1]] if after else [b"", b"0"]
+        fields += [program, str(len(argv)), *argv, str(len(env))]
+        fields += [f"{key}={value}" for key, value in env.items()]
+        fields += [after[0], str(after[1])] if after else ["", "0"]
     return _frame(fields)
 
 
@@ -119,14 +122,27 @@ def read_requests(buffer: bytearray) -> list[tuple]:
     return requests
 
 
+# An exit reply's rc, wall s, cpu s, max rss KB and unix time, each as repr() writes it.
+_EXIT_FIELDS = b"\0%a\0%a\0%a\0%a\0%a"
+
+
 def reply(kind: str, node: str, attempt: int, value: object = None) -> bytes:
     """A keeper's reply: "s" with the pid, "e" with an error, "x" with (rc, wall, cpu, max rss, time), "d"."""
-    fields = [kind.encode(), os.fsencode(node), b"%d" % attempt]
+    rest = b"" if value is None else b"\0" + os.fsencode(str(value))
     if kind == "x":
-        fields += [repr(item).encode() for item in value]  # type: ignore[attr-defined]
-    elif value is not None:
-        fields.append(os.fsencode(str(value)))
-    return _frame(fields)
+        rest = _EXIT_FIELDS % tuple(value)  # type: ignore[arg-type]
+    return _reply(kind.encode(), _tag(node, attempt), rest)
+
+
+def _tag(node: str, attempt: int) -> bytes:
+    """The fields after its kind that every reply about one attempt of a node starts with."""
+    return b"\0%s\0%d" % (os.fsencode(node), attempt)
+
+
+def _reply(kind: bytes, tag: bytes, rest: bytes) -> bytes:
+    """A reply frame. Its fields hold no NUL byte: the node name came in a request, and errors are text."""
+    payload = kind + tag + rest
+    return _HEADER.pack(len(payload)) + payload
 
 
 def read_replies(buffer: bytearray) -> list[tuple]:
@@ -162,7 +178,7 @@ class _Output:
         self.attempt = attempt
         self.started = started
         self.read_fds = [-1, -1]  # -1 once closed
-        self.watched = False  # its open read_fds are registered with the selector
+        self.watched = False  # its open read_fds are registered with the keeper's epoll
         self.logs = [-1, -1]
 
     def pump(self, stream: int) -> bool:
@@ -212,7 +228,8 @@ class Keeper:
         )
         self.env = dict(os.environb)
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        self.children: dict[int, tuple[str, int, _Output]] = {}
+        # pid -> (node, attempt, output, reply tag, record head): what its exit is told with
+        self.children: dict[int, tuple[str, int, _Output, bytes, str]] = {}
         self.live: set[tuple[str, int]] = set()  # (node, attempt) of every started node not reaped yet
         self.followers: dict[tuple[str, int], tuple] = {}  # leader -> the start request waiting for it
         self.leaders: dict[tuple[str, int], tuple[str, int]] = {}  # waiting follower -> its leader
@@ -223,7 +240,8 @@ class Keeper:
         self.runner_gone = False
         self.reading = True  # the request pipe is open
         self.pid = os.getpid()
-        self.selector = selectors.DefaultSelector()
+        self.epoll = select.epoll()  # epoll directly: a selectors.Selector costs a few µs more per turn
+        self.watching: dict[int, tuple[_Output, int]] = {}  # a watched node's read fd -> (output, stream)
 
     def run(self) -> None:
         wake_r, wake_w = os.pipe()
@@ -232,25 +250,19 @@ class Keeper:
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         os.set_blocking(0, False)
-        selector = self.selector
-        selector.register(0, selectors.EVENT_READ, "requests")
-        selector.register(wake_r, selectors.EVENT_READ, "exits")
+        self.epoll.register(0, select.EPOLLIN)
+        self.epoll.register(wake_r, select.EPOLLIN)
         while self.reading or self.children:
             timeout = None
             if self.unwatched:
                 timeout = max(0.0, self.unwatched[0][1].started + _WATCH_AFTER_S - time.monotonic())
-            for key, _ in selector.select(timeout):
-                data = key.data
-                if data == "requests":
+            for fd, _ in self.epoll.poll(timeout):
+                if fd == 0:
                     self._read_requests()
-                elif data == "exits":
+                elif fd == wake_r:
                     _drain(wake_r)
-                else:
-                    output, stream = data
-                    if output.read_fds[stream] == key.fd and not output.pump(stream):
-                        selector.unregister(key.fd)
-                        output.read_fds[stream] = -1
-                        os.close(key.fd)
+                elif fd in self.watching:
+                    self._pump(fd)
             self._reap()
             if self.unwatched:
                 self._watch(time.monotonic())
@@ -263,8 +275,20 @@ class Keeper:
             if pid not in self.children:
                 continue  # it has exited already
             for stream, fd in enumerate(output.read_fds):
-                self.selector.register(fd, selectors.EVENT_READ, (output, stream))
+                self.epoll.register(fd, select.EPOLLIN)
+                self.watching[fd] = (output, stream)
             output.watched = True
+
+    def _pump(self, fd: int) -> None:
+        output, stream = self.watching[fd]
+        if not output.pump(stream):
+            self._unwatch(fd)
+            output.read_fds[stream] = -1
+            os.close(fd)
+
+    def _unwatch(self, fd: int) -> None:
+        self.epoll.unregister(fd)
+        del self.watching[fd]
 
     def _read_requests(self) -> None:
         while True:
@@ -275,7 +299,7 @@ class Keeper:
             if not chunk:
                 self.runner_gone = True
                 self.reading = False
-                self.selector.unregister(0)
+                self.epoll.unregister(0)
                 self.followers.clear()
                 self.leaders.clear()
                 return
@@ -351,11 +375,12 @@ class Keeper:
         os.set_blocking(fds[0], False)
         os.set_blocking(fds[2], False)
         output.read_fds = [fds[0], fds[2]]
-        self.children[pid] = (name, attempt, output)
+        tag, head = _tag(name, attempt), f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{pid}'
+        self.children[pid] = (name, attempt, output, tag, head)
         self.live.add((name, attempt))
         self.unwatched.append((pid, output))
-        self._record(f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{pid},"k":{self.pid}}}\n')
-        self.replies.append(reply("s", name, attempt, pid))
+        self.records.append(f'{head},"k":{self.pid}}}\n')
+        self.replies.append(_reply(b"s", tag, b"\0%d" % pid))
         return True
 
     def _reap(self) -> None:
@@ -369,7 +394,7 @@ class Keeper:
             entry = self.children.pop(pid, None)
             if entry is None:
                 continue
-            name, attempt, output = entry
+            name, attempt, output, tag, head = entry
             rc = os.waitstatus_to_exitcode(status)
             wall = time.monotonic() - output.started
             cpu = usage.ru_utime + usage.ru_stime
@@ -380,13 +405,12 @@ class Keeper:
             if output.watched:
                 for fd in output.read_fds:
                     if fd >= 0:
-                        self.selector.unregister(fd)
+                        self._unwatch(fd)
             output.close()
-            self._record(
-                f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{pid},"rc":{rc},'
-                f'"w":{wall:.3f},"c":{cpu:.3f},"m":{usage.ru_maxrss},"t":{ended:.3f}}}\n'
+            self.records.append(
+                f'{head},"rc":{rc},"w":{wall:.3f},"c":{cpu:.3f},"m":{usage.ru_maxrss},"t":{ended:.3f}}}\n'
             )
-            self.replies.append(reply("x", name, attempt, (rc, wall, cpu, usage.ru_maxrss, ended)))
+            self.replies.append(_reply(b"x", tag, _EXIT_FIELDS % (rc, wall, cpu, usage.ru_maxrss, ended)))
             self.live.discard((name, attempt))
             if self.reading and (name, attempt) in self.followers:
                 # The runner writes a drop before it signals a leader: read it before starting the follower.
@@ -394,9 +418,6 @@ class Keeper:
             follower = self._take_follower((name, attempt))
             if follower is not None:
                 self._start(*follower)
-
-    def _record(self, line: str) -> None:
-        self.records.append(line)
 
     def _send(self) -> None:
         if self.records:  # one write for this turn's records, always before the replies that tell of them
@@ -419,16 +440,16 @@ class Keeper:
 
 
 def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 512):
-            pass
-    except BlockingIOError:
-        pass
+    """Empty the wakeup pipe (a byte per signal): whatever a read leaves wakes the next select at once."""
+    with contextlib.suppress(BlockingIOError):  # nothing there: another turn emptied it
+        os.read(fd, 4096)
 
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    os.fchdir(WORKDIR_FD)
+    os.close(WORKDIR_FD)
     Keeper(sys.argv[1]).run()
 
 

@@ -1,6 +1,6 @@
 """How many nodes may run at once within the open-files limit (RLIMIT_NOFILE).
 
-A running node holds FDS_PER_NODE descriptors in its keeper (keeper.py, keeper.c): the read ends of its
+A running node holds FDS_PER_NODE descriptors in its keeper (keeper.py): the read ends of its
 stdout and stderr pipes and, once it prints, its two log files (the write ends are open only while it is
 spawned, before the log files). Past the limit a node cannot start ("Too many open files") or, worse, its
 log cannot be opened and what it prints is lost. The common soft limit of 1024 is only a default for

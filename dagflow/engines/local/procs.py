@@ -3,9 +3,10 @@ killing process groups.
 
 The runner does not start nodes itself: it asks its keeper (keeper.py), a small process in its own
 process group that is the parent of every node, starts each in a new process group (its group id is
-its pid) with posix_spawn in the runner's working directory (the runner moves into the plan's workdir
-before it starts the keeper), its stdout and stderr going straight to the node's log files, and records
-each node's start and exit in `procs.jsonl` in the run directory. A process group, not a session:
+its pid) with posix_spawn in the keeper's working directory (the plan's workdir, which the keeper moves
+into as it starts: posix_spawn cannot change directory, and the runner's own stays where it was), its
+stdout and stderr going to the node's log files, and records each node's start and exit in
+`procs.jsonl` in the run directory. A process group, not a session:
 setsid(2) costs about 2 ms more per spawn on Linux with scheduler autogroups (each session gets its
 own), and a group is all that killing a node's process tree needs. Ctrl-C in a terminal reaches only
 the foreground group (the runner's), which then stops the nodes itself.
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagflow.data import with_import_root
+from dagflow.engines.local.keeper import WORKDIR_FD
 from dagflow.plan import DAGFLOW_LAUNCHER
 
 
@@ -100,21 +102,32 @@ def _recorded_usage(event: dict) -> tuple[float, float, int, float] | None:
     return float(wall), float(cpu), maxrss, float(ended)
 
 
-def start_keeper(run_dir: Path, env: dict[str, str]) -> tuple[Child, int, int]:
-    """Start a keeper for run_dir in its own process group: (its process, request fd, reply fd)."""
+def start_keeper(run_dir: Path, workdir: str, env: dict[str, str]) -> tuple[Child, int, int]:
+    """Start a keeper for run_dir in its own process group, running nodes in workdir: (its process,
+    request fd, reply fd). A workdir that cannot be opened raises here."""
     _stop_passing_on_inherited_descriptors()
     request_r, request_w = os.pipe()
     reply_r, reply_w = os.pipe()
-    argv = keeper_command(run_dir, env)
-    actions = [(os.POSIX_SPAWN_DUP2, request_r, 0), (os.POSIX_SPAWN_DUP2, reply_w, 1)]
+    argv = [sys.executable, "-I", "-S", str(Path(__file__).with_name("keeper.py")), str(run_dir)]
     try:
-        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setpgroup=0, setsigdef=_DEFAULT_SIGNALS)
+        # Opened after the pipes, so it is none of the descriptors 0 to WORKDIR_FD that the keeper gets.
+        directory = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        actions = [
+            (os.POSIX_SPAWN_DUP2, request_r, 0),
+            (os.POSIX_SPAWN_DUP2, reply_w, 1),
+            (os.POSIX_SPAWN_DUP2, directory, WORKDIR_FD),
+        ]
+        try:
+            pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setpgroup=0, setsigdef=_DEFAULT_SIGNALS)
+        finally:
+            os.close(directory)
     except OSError:
-        for fd in (request_r, request_w, reply_r, reply_w):
-            os.close(fd)
+        os.close(request_w)
+        os.close(reply_r)
         raise
-    os.close(request_r)
-    os.close(reply_w)
+    finally:
+        os.close(request_r)
+        os.close(reply_w)
     os.set_blocking(reply_r, False)
     return Child(pid), request_w, reply_r
 
@@ -134,39 +147,6 @@ def _stop_passing_on_inherited_descriptors() -> None:
                 os.set_inheritable(fd, False)
 
 
-NATIVE_KEEPER = Path(__file__).with_name("dagflow-keeper")
-# DAGFLOW_KEEPER=python runs keeper.py even where the native keeper was built (the tests run both).
-KEEPER_CHOICE = "DAGFLOW_KEEPER"
-
-
-def keeper_command(run_dir: Path, env: dict[str, str]) -> list[str]:
-    """The native keeper (keeper.c, built at install) where there is a current one; keeper.py otherwise."""
-    if env.get(KEEPER_CHOICE) != "python" and native_keeper_ready():
-        return [str(NATIVE_KEEPER), str(run_dir)]
-    return [sys.executable, "-I", "-S", str(Path(__file__).with_name("keeper.py")), str(run_dir)]
-
-
-def native_keeper_ready() -> bool:
-    """Whether this install has a native keeper built from its keeper.c as it is now."""
-    return native_keeper_current(NATIVE_KEEPER, NATIVE_KEEPER.with_name("keeper.c"))
-
-
-def native_keeper_current(binary: Path, source: Path) -> bool:
-    """Whether binary can run and was built from source as it is now. In a source tree (an editable
-    install) keeper.c lies beside it and may have changed since the install compiled it: an older
-    binary may speak an older protocol, so keeper.py runs until a reinstall rebuilds it. Wheels carry
-    the binary alone."""
-    try:
-        built = binary.stat().st_mtime
-    except OSError:
-        return False
-    try:
-        changed = source.stat().st_mtime
-    except OSError:
-        changed = built
-    return changed <= built and os.access(binary, os.X_OK)
-
-
 def is_keeper(pid: int | None, run_dir: Path) -> bool:
     """Whether pid is a live keeper of the run in run_dir (by its command line)."""
     if not pid:
@@ -175,6 +155,7 @@ def is_keeper(pid: int | None, run_dir: Path) -> bool:
     if not cmdline:
         return False
     args = [arg for arg in cmdline.split(b"\0") if arg]
+    # dagflow-keeper: the native keeper of earlier installs, whose runs a resume may still find running.
     if len(args) < 2 or not args[-2].endswith((b"keeper.py", b"dagflow-keeper")):
         return False
     return os.path.realpath(args[-1]) == os.path.realpath(os.fsencode(str(run_dir)))
@@ -209,33 +190,27 @@ class Child:
         return os.waitstatus_to_exitcode(status)
 
 
-# Python ignores SIGPIPE and SIGXFSZ for itself; a node gets the defaults back, as Popen does.
+# Python ignores SIGPIPE and SIGXFSZ for itself; the keeper gets the defaults back, as Popen gives them.
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 
 
-def spawn(argv: list[str], env: dict[str, str], file_actions: list[tuple]) -> Child:
-    """Start argv in a new process group, in the current directory, with the given file actions.
-
-    posix_spawn starts a process in about half the time subprocess.Popen takes; it cannot change
-    directory, which is why the runner runs in the plan's workdir.
-    """
-    program = resolve_program(argv[0], env.get("PATH", os.defpath))
-    pid = os.posix_spawn(program, argv, env, file_actions=file_actions, setpgroup=0, setsigdef=_DEFAULT_SIGNALS)
-    return Child(pid)
+_resolved: dict[tuple[str, str, str], str] = {}
 
 
-_resolved: dict[tuple[str, str], str] = {}
-
-
-def resolve_program(name: str, path: str) -> str:
-    """name looked up in the node's PATH (posix_spawnp would search the runner's own PATH).
+def resolve_program(name: str, path: str, workdir: str) -> str:
+    """name looked up in the node's PATH (posix_spawnp would search the runner's own PATH), whose
+    relative entries are relative to the workdir, where the keeper starts nodes.
 
     Only successful lookups are cached: a program an earlier node installs must still be found.
     """
     if os.sep in name:
         return name
-    key = (name, path)
-    found = _resolved.get(key) or shutil.which(name, path=path)
+    key = (name, path, workdir)
+    found = _resolved.get(key)
+    if found is None:
+        # os.path.join leaves an absolute entry as it is; an empty one (the current directory) is the workdir.
+        search = os.pathsep.join(os.path.join(workdir, entry) for entry in path.split(os.pathsep))
+        found = shutil.which(name, path=search)
     if found is None:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
     _resolved[key] = found

@@ -15,11 +15,9 @@ recorded result is taken when it exited while no runner was alive (procs.py says
 What a node started outside its process group (setsid) is killed after it ends, and whatever the run's
 nodes left at the end of the run (node_reaper.py: a cgroup for the run where the machine allows one).
 
-The keeper starts nodes with posix_spawn, which cannot change directory: the runner moves into the
-plan's workdir for the length of `run()` (every path it keeps is absolute), starts its keeper there, and
-moves back after, so a program embedding it must not rely on its working directory from other threads
-meanwhile, nor run two runners with different workdirs in threads of one process at once (the engine
-runs each background run as its own process).
+Nodes run in the plan's workdir: the keeper moves there as it starts (it starts nodes with posix_spawn,
+which cannot change directory). The runner never changes its own working directory, so a program may
+embed it in a thread: every path it keeps is absolute.
 
 A full disk (or quota, or file size limit) under the runs directory stops the runner with
 RunStorageError: the journal's torn line is cut off again, nodes that run are left running, and a later
@@ -49,18 +47,12 @@ from dagflow.engines.local.gpu_memory import GpuMemoryUnknownError, with_gpu_mem
 from dagflow.engines.local.gpu_sampler import GpuSampler, NvmlReader
 from dagflow.engines.local.graph import DagTracker
 from dagflow.engines.local.keeper import read_replies, request
+from dagflow.engines.local.keeper_watch import start_watch
 from dagflow.engines.local.memory_limit import MEMORY_CHECK_S, MemoryGrowth, group_rss_mb
 from dagflow.engines.local.memory_limit import enforced as memory_enforced
 from dagflow.engines.local.node_reaper import NodeReaper
 from dagflow.engines.local.open_files import nodes_within_open_files
-from dagflow.engines.local.options import (
-    RUN_FAILED,
-    RUN_INTERRUPTED,
-    RUN_SUCCEEDED,
-    Failure,
-    RunOptions,
-    RunResult,
-)
+from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.procs import (
     Child,
     ProcEntry,
@@ -78,6 +70,7 @@ from dagflow.engines.local.procs import (
 from dagflow.engines.local.queueing import FollowerQueueing
 from dagflow.engines.local.reporting import Reporter, RunInfo
 from dagflow.engines.local.resources import Gpu, Machine, ResourcePool, within
+from dagflow.engines.local.result import RUN_FAILED, RUN_INTERRUPTED, RUN_SUCCEEDED, Failure, RunResult
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder, attempt_key
 from dagflow.errors import DagflowError
 from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, Resources, StepInfo
@@ -150,7 +143,7 @@ class LocalRunner:
         self, plan: Plan, layout: RunLayout, machine: Machine, options: RunOptions, forget: frozenset[str] = frozenset()
     ) -> None:
         self.plan = plan
-        self.layout = RunLayout(layout.runs_dir.absolute(), layout.run_id)  # the runner changes directory
+        self.layout = RunLayout(layout.runs_dir.absolute(), layout.run_id)  # as the keeper sees it, from the workdir
         self.options = options
         self.forget = forget
         self.jobs = nodes_within_open_files(options.jobs or machine.cpus)
@@ -215,13 +208,9 @@ class LocalRunner:
         self.reaper = NodeReaper.for_run(self.layout.run_id, self.layout.run_dir, self._env)
         self.keeper: Child | None = None
         try:
-            previous_cwd = os.getcwd()
-        except OSError:  # it was removed
-            previous_cwd = None
-        try:
-            os.chdir(self.workdir)  # the keeper starts nodes here (posix_spawn cannot change directory)
-            self.keeper, self._requests_w, self._replies_r = start_keeper(self.layout.run_dir, self._env)
+            self.keeper, self._requests_w, self._replies_r = start_keeper(self.layout.run_dir, self.workdir, self._env)
             self.reaper.contain(self.keeper.pid)  # before any node starts: each is born in the run's cgroup
+            start_watch(self.layout.run_dir, self.keeper.pid)  # its nodes die with it (keeper_watch.py)
             self.selector.register(self._replies_r, selectors.EVENT_READ, _KEEPER)
             return self._run()
         except OSError as error:
@@ -229,9 +218,6 @@ class LocalRunner:
                 raise
             raise self._stop_for_storage(error) from None
         finally:
-            if previous_cwd is not None:
-                with contextlib.suppress(OSError):
-                    os.chdir(previous_cwd)
             self._shut_down()
             restore()
             lock.release()
@@ -669,7 +655,7 @@ class LocalRunner:
         self.states[name] = RUNNING
         try:
             argv = with_gpu_memory(argv, env, gpus)
-            program = resolve_program(argv[0], env.get("PATH") or self._env["PATH"])
+            program = resolve_program(argv[0], env.get("PATH") or self._env["PATH"], self.workdir)
         except GpuMemoryUnknownError as error:
             self._cannot_start(running, argv[0], str(error))
             return
