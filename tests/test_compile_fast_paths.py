@@ -27,7 +27,7 @@ MIXED = """\
           python train.py --out out/{params.lr}/{region}-{run.id} --tag {step}{region}{trial}
           '{params.tag}' --fixed {pipeline}
         env: {OUT: "o/{region}/{params.lr}", LR: "{params.lr}"}
-        outputs: ["res/{region}/{params.lr}.json", "res/{run.id}.log"]
+        outputs: ["res/{region}/{params.lr}-{trial}.json", "res/{run.id}-{region}-{trial}.log"]
         metrics: "m/{region}/{trial}.json"
         retries: {count: 2, unless_exit: [3]}
         priority: 5
@@ -50,7 +50,7 @@ def test_templates_mixing_step_values_and_coordinates_render_whole() -> None:
         "python", "train.py", "--out", "out/0.5/br-r9", "--tag", "trainbr7", "a b", "--fixed", "mix",
     ]  # fmt: skip
     assert node.env == {"OUT": "o/br/0.5", "LR": "0.5"}
-    assert node.outputs == ["res/br/0.5.json", "res/r9.log"]
+    assert node.outputs == ["res/br/0.5-7.json", "res/r9-br-7.log"]
     assert node.metrics == "m/br/7.json"
     assert node.coords == {"region": "br", "trial": "7"}
     assert plan.nodes["report.x"].argv == ["python", "report.py", "x", "0.5"]

@@ -165,7 +165,7 @@ def test_bad_input_gives_a_located_error_and_exit_2(tmp_path: Path) -> None:
     bad_optimizer.write_text(text.replace("engine: gp", "engine: simplex"))
     _assert_clean_error(search_cli("run", str(bad_optimizer), cwd=tmp_path), "search.engine", "gp, random")
 
-    _assert_clean_error(search_cli("run", str(pipeline), "--engine", "pbs", cwd=tmp_path), "local, condor, slurm")
+    _assert_clean_error(search_cli("run", str(pipeline), "--engine", "pbs", cwd=tmp_path), "local, condor, sge, slurm")
     _assert_clean_error(search_cli("run", str(tmp_path / "missing.yaml"), cwd=tmp_path), "no such file")
     _assert_clean_error(search_cli("--spearmint", str(tmp_path / "nowhere"), cwd=tmp_path), "no such directory")
     experiment = tmp_path / "broken"
