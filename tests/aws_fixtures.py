@@ -3,7 +3,9 @@ and an instance metadata service (IMDSv2) on another. Loaded through tests/conft
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
 import socket
 import subprocess
@@ -14,6 +16,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -155,12 +158,34 @@ def _handler(state: ImdsState) -> type[BaseHTTPRequestHandler]:
 def imds() -> Iterator[tuple[str, ImdsState]]:
     """An IMDSv2 server on a loopback port: (endpoint, mutable state)."""
     state = ImdsState()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    with serve_on_loopback(_handler(state)) as endpoint:
+        yield endpoint, state
+
+
+@contextlib.contextmanager
+def serve_on_loopback(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """An HTTP server on a free loopback port, in a thread, for the with-block: its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", state
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def fake_condor_drain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> Path:
+    """A `condor_drain` first on PATH running `script`, a sh script template ({log}: the log file it writes,
+    {flag}: a file it may use as state); the log's path."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "drain.log"
+    command = bin_dir / "condor_drain"
+    command.write_text(script.format(log=log, flag=tmp_path / "draining"))
+    command.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return log
 
 
 @pytest.fixture

@@ -6,14 +6,13 @@ A real loopback server gives the answers; a recording condor_drain on PATH stand
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from aws_fixtures import fake_condor_drain, serve_on_loopback
 from typer.testing import CliRunner
 
 from dagflow.agent.imds import Imds
@@ -67,24 +66,13 @@ def _handler(state: HostileState) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def hostile_imds() -> Iterator[tuple[str, HostileState]]:
     state = HostileState()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", state
-    server.shutdown()
-    server.server_close()
+    with serve_on_loopback(_handler(state)) as endpoint:
+        yield endpoint, state
 
 
 @pytest.fixture
 def condor_drain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "drain.log"
-    script = bin_dir / "condor_drain"
-    script.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\n')
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return log
+    return fake_condor_drain(tmp_path, monkeypatch, '#!/bin/sh\necho "$*" >> "{log}"\n')
 
 
 HOSTILE = {

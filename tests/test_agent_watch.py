@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from aws_fixtures import ImdsState
+from aws_fixtures import ImdsState, fake_condor_drain
 from typer.testing import CliRunner
 
 from dagflow.agent.imds import Imds
@@ -25,14 +25,7 @@ echo "Sent request to drain the startd on $last"
 
 @pytest.fixture
 def condor_drain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "drain.log"
-    script = bin_dir / "condor_drain"
-    script.write_text(FAKE_DRAIN.format(log=log, flag=tmp_path / "draining"))
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return log
+    return fake_condor_drain(tmp_path, monkeypatch, FAKE_DRAIN)
 
 
 def test_no_notice_no_action(imds: tuple[str, ImdsState], condor_drain: Path) -> None:
