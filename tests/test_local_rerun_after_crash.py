@@ -1,11 +1,13 @@
 """A plain `dagflow run pipeline.yaml` after kill -9 of the runner (what a user types, and what the next
 cron firing runs): the killed run's keeper still runs its nodes, so the new command continues that run,
 adopting them, instead of starting each a second time beside the first; results the keeper recorded
-while no runner lived count; and after the keeper died too, its orphaned nodes are stopped before they
-run again. Each node's side effect (a line appended under flock when it ends) happens exactly once."""
+while no runner lived count; when the keeper or its warden dies too, the other records how its
+nodes end; and after both died, their orphaned nodes are stopped before they run again. Each node's
+side effect (a line appended under flock when it ends) happens exactly once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -130,20 +132,54 @@ def test_a_result_the_keeper_recorded_while_no_runner_lived_counts_for_a_plain_r
     assert status["counts"] == {"cached": 2}, status
 
 
-def test_when_the_keeper_dies_too_its_nodes_die_with_it_and_the_next_run_runs_them_once(tmp_path: Path) -> None:
+def parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat[stat.rfind(b")") + 2 :].split()[1])
+
+
+@pytest.mark.parametrize("killed", ["keeper", "warden"])
+def test_when_a_keeper_process_dies_too_its_node_runs_on_and_its_exit_is_recorded(tmp_path: Path, killed: str) -> None:
+    """kill -9 of the runner, then of the node's keeper (its parent) or of the keeper's warden (the pid the
+    records name): the other process records the node's exit, so the next run takes it and runs nothing
+    twice. (Before the warden, the keeper's death left the exit unknowable: the node was killed and run
+    again, and a node that ended in the instant before that kill ran twice.)"""
     write_pipeline(tmp_path)
     pid = kill_runner_while_long_runs(tmp_path)
-    os.kill(keeper_pid(tmp_path), signal.SIGKILL)
-    wait_for(lambda: not alive(pid))  # its keeper's watch ends it: nothing could ever learn how it ended
-    (tmp_path / "release").touch()  # a node still running now would write its side effect
-    again = start_run(tmp_path)
+    warden = keeper_pid(tmp_path)
+    keeper = parent_of(pid)
+    assert keeper != warden and parent_of(keeper) == warden
+    os.kill(keeper if killed == "keeper" else warden, signal.SIGKILL)
+    if killed == "keeper":
+        wait_for(lambda: parent_of(pid) == warden)  # the warden is the node's subreaper
+    assert alive(pid)
+    (tmp_path / "release").touch()
+    wait_for(lambda: not alive(pid))
+    again = dagflow_cli("run", "pipeline.yaml", "--kill-grace", "0.5", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert starts(tmp_path) == [pid], "long ran again though its end was recorded"
+    assert effects(tmp_path) == ["after", "long"]
+    status = json.loads(dagflow_cli("status", "--json", cwd=tmp_path).stdout)
+    assert status["counts"] == {"succeeded": 2}, status
+
+
+def test_when_keeper_and_warden_both_die_the_next_run_stops_the_orphan_and_runs_it_once(tmp_path: Path) -> None:
+    write_pipeline(tmp_path)
+    pid = kill_runner_while_long_runs(tmp_path)
+    warden, keeper = keeper_pid(tmp_path), parent_of(pid)
+    os.kill(warden, signal.SIGKILL)
+    os.kill(keeper, signal.SIGKILL)
+    wait_for(lambda: parent_of(pid) not in (warden, keeper))
+    again = start_run(tmp_path)  # nothing can ever record how the orphan ends: it is stopped and run again
     try:
+        wait_for(lambda: len(starts(tmp_path)) == 2)
+        assert not alive(pid)
+        (tmp_path / "release").touch()
         out, err = again.communicate(timeout=120)
     finally:
         if again.poll() is None:
             again.kill()
     assert again.returncode == 0, out + err
-    assert len(starts(tmp_path)) == 2 and effects(tmp_path) == ["after", "long"]
+    assert effects(tmp_path) == ["after", "long"]
 
 
 def test_a_node_that_cleared_its_environment_is_adopted_by_its_keeper_not_started_again(tmp_path: Path) -> None:
@@ -241,6 +277,23 @@ def began(tmp_path: Path) -> int:
     return len(path.read_text().split()) if path.exists() else 0
 
 
+def kill_keepers(tmp_path: Path, which: str) -> None:
+    """kill -9 of every live warden (the "k" of the records) of the latest run, or of each one's keeper."""
+    procs = tmp_path / ".dagflow" / "runs" / runs(tmp_path)[-1] / "procs.jsonl"
+    for warden in {json.loads(line).get("k") for line in procs.read_text().splitlines()} - {None}:
+        targets = [warden] if which == "warden" else [int(pid) for pid in children_of(warden)]
+        for target in targets:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(target, signal.SIGKILL)
+
+
+def children_of(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_plain_reruns_after_kill_9_at_random_moments_run_each_node_once(tmp_path: Path, seed: int) -> None:
@@ -262,11 +315,8 @@ def test_plain_reruns_after_kill_9_at_random_moments_run_each_node_once(tmp_path
             break
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait(timeout=60)
-        if attempt == 1:  # once, its keeper dies too: its watch ends the nodes it ran
-            for line in (tmp_path / ".dagflow" / "runs" / runs(tmp_path)[-1] / "procs.jsonl").read_text().splitlines():
-                keeper = json.loads(line).get("k")
-                if keeper and Path(f"/proc/{keeper}").exists():
-                    os.kill(keeper, signal.SIGKILL)
+        if attempt in (1, 2):  # its keeper (the nodes' parent) dies too, then its warden: the other records
+            kill_keepers(tmp_path, "keeper" if attempt == 1 else "warden")
     final = dagflow_cli("run", "pipeline.yaml", "--kill-grace", "0.5", cwd=tmp_path)
     assert final.returncode == 0, final.stdout + final.stderr
     assert sorted((tmp_path / "effects").read_text().split()) == expected

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from dagflow.engines.local.procs import is_keeper, node_alive, read_procs
+from dagflow.engines.local.procs import keeper_alive, node_alive, read_procs
 from dagflow.plan import Plan
 from dagflow.run.journal import RUNNING, read_journal
 from dagflow.run.layout import DRY_RUN_FILE, SEARCH_TRIAL_FILE, RunLayout, RunNotFoundError, list_runs
@@ -125,6 +125,6 @@ def unjournaled_nodes(layout: RunLayout) -> dict[str, int | None]:
             continue  # its end is journaled
         if entry.rc is not None:
             found[name] = entry.rc
-        elif is_keeper(entry.keeper, layout.run_dir) or node_alive(entry.pid, layout.run_id, name):
+        elif keeper_alive(entry.keeper, layout.run_dir) or node_alive(entry.pid, layout.run_id, name):
             found[name] = None
     return found

@@ -14,7 +14,17 @@ of them), the way DAGMan's job log and Nextflow's `.exitcode` files do:
      "w": wall s, "c": cpu s, "m": max rss KB, "t": unix time}      what it used, from wait4's rusage
 
 so a runner that resumes the run adopts a node still running (and waits for it) and takes the result of
-one that finished while no runner was alive (runner.py). The keeper exits once the runner has closed
+one that finished while no runner was alive (runner.py).
+
+Before its first node starts, the keeper forks: the process the runner started (its pid is the "k" of
+the records) becomes the warden, a child subreaper (prctl(2)) that only waits, and the child goes on as
+the keeper proper. If the keeper is killed (kill -9, the OOM killer) its running nodes become the
+warden's children, and the warden records their exits as the keeper would have (`_ward`), so nothing a
+node did is lost or done twice. If the warden is killed, the keeper goes on. Both hold
+`keeper-PID.lock` locked while either lives: that is how a later runner knows an exit will still be
+recorded. Only if both die is a running node's end unknowable: the next run kills and reruns it.
+A node that writes to stdout or stderr after its keeper died ends with SIGPIPE (the keeper held the
+reading ends): that is recorded as its exit, a failure, and it runs again. The keeper exits once the runner has closed
 its request pipe (it finished, or died) and no node of its own is left. It imports nothing from dagflow
 and starts in a few milliseconds.
 
@@ -50,6 +60,7 @@ node that prints keeps running when the runner dies (the keeper holds the pipes,
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -240,6 +251,11 @@ class Keeper:
         self.runner_gone = False
         self.reading = True  # the request pipe is open
         self.pid = os.getpid()
+        self.run_dir = run_dir
+        # Held (flock) while this process or its warden lives: procs.keeper_alive asks it, not the pid.
+        self.lock = os.open(os.path.join(run_dir, lock_name(self.pid)), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
+        self.warded = False  # whether the warden has been forked (before the first node starts)
         self.epoll = select.epoll()  # epoll directly: a selectors.Selector costs a few µs more per turn
         self.watching: dict[int, tuple[_Output, int]] = {}  # a watched node's read fd -> (output, stream)
 
@@ -350,6 +366,8 @@ class Keeper:
             key = (follower[0], follower[1])
 
     def _spawn(self, name: str, attempt: int, program: bytes, argv: list[bytes], env_add: list[bytes]) -> bool:
+        if not self.warded:
+            self._fork_warden()
         env = self.env.copy()
         for item in env_add:
             key, _, value = item.partition(b"=")
@@ -383,6 +401,26 @@ class Keeper:
         self.replies.append(_reply(b"s", tag, b"\0%d" % pid))
         return True
 
+    def _fork_warden(self) -> None:
+        """Split in two before the first node starts (the runner has put this process in the run's cgroup
+        by then): this process, the pid the runner and procs.jsonl know, becomes the warden and waits;
+        its child goes on as the keeper proper, parent of the nodes."""
+        self.warded = True
+        if not _become_subreaper():
+            return  # not Linux: no warden, a killed keeper's nodes are found lost and run again
+        try:
+            keeper = os.fork()
+        except OSError:
+            return
+        if keeper == 0:
+            return
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in (0, 1, self.devnull, self.epoll.fileno()):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        os._exit(_ward(keeper, self.pid, self.run_dir, self.procs_fd))
+
     def _reap(self) -> None:
         while self.children:
             try:
@@ -407,9 +445,7 @@ class Keeper:
                     if fd >= 0:
                         self._unwatch(fd)
             output.close()
-            self.records.append(
-                f'{head},"rc":{rc},"w":{wall:.3f},"c":{cpu:.3f},"m":{usage.ru_maxrss},"t":{ended:.3f}}}\n'
-            )
+            self.records.append(exit_record(head, rc, wall, cpu, usage.ru_maxrss, ended))
             self.replies.append(_reply(b"x", tag, _EXIT_FIELDS % (rc, wall, cpu, usage.ru_maxrss, ended)))
             self.live.discard((name, attempt))
             if self.reading and (name, attempt) in self.followers:
@@ -437,6 +473,113 @@ class Keeper:
                 data = data[os.write(1, data) :]
         except OSError:  # the runner died (EPIPE): the procs log is what a resume reads
             self.runner_gone = True
+
+
+def lock_name(pid: int) -> str:
+    """The file in the run directory that keeper pid and its warden hold locked while either lives."""
+    return f"keeper-{pid}.lock"
+
+
+def exit_record(head: str, rc: int, wall: float, cpu: float, maxrss: int, ended: float) -> str:
+    return f'{head},"rc":{rc},"w":{wall:.3f},"c":{cpu:.3f},"m":{maxrss},"t":{ended:.3f}}}\n'
+
+
+def _become_subreaper() -> bool:
+    """prctl(PR_SET_CHILD_SUBREAPER): the nodes of a keeper that dies become this process's children."""
+    try:
+        import ctypes  # only here: the keeper's own start stays a few milliseconds
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # 36: PR_SET_CHILD_SUBREAPER (linux/prctl.h)
+    except (OSError, AttributeError):
+        return False
+
+
+def _ward(keeper: int, pid: int, run_dir: str, procs_fd: int) -> int:
+    """The warden's life: wait for the keeper; if it dies with nodes still running (kill -9, the OOM
+    killer), they become the warden's children (it is their subreaper), and it records their exits in
+    procs.jsonl as the keeper would have, so a resume takes their results instead of running them again.
+    Orphans of nodes (daemons) that come to it meanwhile are reaped and ignored."""
+    lock = os.path.join(run_dir, lock_name(pid))
+    while True:
+        try:
+            child, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 0
+        if child == keeper:
+            break
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        held = {}  # it ended as it should: after its last node
+    else:
+        held = {
+            node: head
+            for node, head in _unrecorded_starts(os.path.join(run_dir, "procs.jsonl"), pid).items()
+            if _is_child(node)
+        }
+    started = {node: _start_time(node) for node in held}
+    taken_over = time.time()
+    while held:
+        try:
+            child, status, usage = os.wait4(-1, 0)
+        except ChildProcessError:
+            break  # the rest were reaped by the keeper before it died, or never were ours
+        head = held.pop(child, None)
+        if head is None:
+            continue
+        with contextlib.suppress(OSError):
+            os.killpg(child, signal.SIGKILL)  # what the node left in its group goes with it, as in _reap
+        ended = time.time()
+        wall = ended - (started[child] or taken_over)
+        record = exit_record(
+            head, os.waitstatus_to_exitcode(status), wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, ended
+        )
+        with contextlib.suppress(OSError):
+            os.write(procs_fd, record.encode())
+    with contextlib.suppress(OSError):
+        os.unlink(lock)
+    return 0
+
+
+def _unrecorded_starts(procs: str, keeper: int) -> dict[int, str]:
+    """pid -> record head of each node keeper started and recorded no exit of."""
+    heads: dict[int, str] = {}
+    try:
+        with open(procs, "rb") as handle:
+            lines = handle.read().split(b"\n")
+    except OSError:
+        return heads
+    for line in lines:
+        try:
+            event = json.loads(line)
+            name, attempt, node = event["n"], event["a"], event["pid"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if "rc" in event:
+            heads.pop(node, None)
+        elif event.get("k") == keeper:
+            heads[node] = f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{node}'
+    return heads
+
+
+def _is_child(pid: int) -> bool:
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def _start_time(pid: int) -> float | None:
+    """When process pid started, in unix time (from /proc), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+        with open("/proc/stat", "rb") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith(b"btime "))
+        ticks = int(stat[stat.rfind(b")") + 2 :].split()[19])  # field 22, starttime
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _drain(fd: int) -> None:

@@ -14,17 +14,17 @@ the foreground group (the runner's), which then stops the nodes itself.
 If the runner itself is killed (SIGKILL, OOM, a crash), the keeper and the nodes run on: a node's
 output goes to its files, and its exit is recorded by the keeper. The next runner on that run
 (`--resume`) reads `procs.jsonl` (`read_procs`) and, for each node the journal does not show finished:
-takes the recorded result of one that exited meanwhile; adopts one still running (its pid's
-environment, /proc/<pid>/environ, holds the run's DAGFLOW_RUN_ID and the node's DAGFLOW_NODE, and
-the keeper that waits for it is alive), waiting for it with a pidfd and reading its exit from the
-keeper's record; and kills and reruns only a node whose exit can never be known (its keeper died too,
-or the run was written by a dagflow from before the keeper).
+takes the recorded result of one that exited meanwhile; adopts one still running (it is an unreaped
+child of a live keeper process of the run: `held_by_keeper`), waiting for it with a pidfd and reading
+its exit from the keeper's record; and kills and reruns only a node whose exit can never be known (the
+keeper and its warden both died, or the run was written by a dagflow from before the keeper).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagflow.data import with_import_root
-from dagflow.engines.local.keeper import WORKDIR_FD
+from dagflow.engines.local.keeper import WORKDIR_FD, lock_name
 from dagflow.plan import DAGFLOW_LAUNCHER
 
 
@@ -165,12 +165,30 @@ def node_alive(pid: int, run_id: str, node: str) -> bool:
     return _is_node_process(pid, run_id, node)
 
 
-def is_child_of(pid: int, parent: int | None) -> bool:
-    """Whether pid is still parent's child: not reaped yet (running, or a zombie). For a node and its
-    live keeper this is proof the node is that keeper's, whatever its environment became (`env -i`):
-    until the keeper reaps it and records its exit, its pid cannot be reused."""
+def keeper_alive(pid: int | None, run_dir: Path) -> bool:
+    """Whether keeper pid of the run in run_dir, or its warden, still lives: whether anything will still
+    record how its nodes end. Both hold its lock file (keeper.py); the pid alone could be reused."""
+    if not pid:
+        return False
+    try:
+        fd = os.open(run_dir / lock_name(pid), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # not created yet, or removed as its warden ended (or a keeper of an earlier install)
+        return is_keeper(pid, run_dir)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def held_by_keeper(pid: int, run_dir: Path) -> bool:
+    """Whether pid is a child of a live keeper process of run_dir (the keeper, or the warden that took
+    its nodes over), not reaped yet: proof the node is that keeper's, whatever its environment became
+    (`env -i`), since its pid cannot be reused until that process reaps it and records its exit."""
     fields = _read_stat(pid)
-    return parent is not None and fields is not None and len(fields) > 1 and fields[1] == str(parent)
+    return fields is not None and len(fields) > 1 and fields[1].isdigit() and is_keeper(int(fields[1]), run_dir)
 
 
 class Child:

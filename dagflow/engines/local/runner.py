@@ -47,7 +47,6 @@ from dagflow.engines.local.gpu_memory import GpuMemoryUnknownError, with_gpu_mem
 from dagflow.engines.local.gpu_sampler import GpuSampler, NvmlReader
 from dagflow.engines.local.graph import DagTracker
 from dagflow.engines.local.keeper import read_replies, request
-from dagflow.engines.local.keeper_watch import start_watch
 from dagflow.engines.local.memory_limit import MEMORY_CHECK_S, MemoryGrowth, group_rss_mb
 from dagflow.engines.local.memory_limit import enforced as memory_enforced
 from dagflow.engines.local.node_reaper import NodeReaper
@@ -57,8 +56,8 @@ from dagflow.engines.local.procs import (
     Child,
     ProcEntry,
     command_for,
-    is_child_of,
-    is_keeper,
+    held_by_keeper,
+    keeper_alive,
     kill_group,
     kill_orphans,
     node_alive,
@@ -210,7 +209,6 @@ class LocalRunner:
         try:
             self.keeper, self._requests_w, self._replies_r = start_keeper(self.layout.run_dir, self.workdir, self._env)
             self.reaper.contain(self.keeper.pid)  # before any node starts: each is born in the run's cgroup
-            start_watch(self.layout.run_dir, self.keeper.pid)  # its nodes die with it (keeper_watch.py)
             self.selector.register(self._replies_r, selectors.EVENT_READ, _KEEPER)
             return self._run()
         except OSError as error:
@@ -433,10 +431,12 @@ class LocalRunner:
             if entry.rc is not None:  # exited, and its keeper killed its process group
                 if wanted:
                     accept[name] = entry
-            elif not wanted or not is_keeper(entry.keeper, run_dir):
-                lost.append((entry.pid, name))  # unwanted, or nothing can record its exit any more
-            elif is_child_of(entry.pid, entry.keeper):  # its keeper lives and has not reaped it
+            elif not wanted:
+                lost.append((entry.pid, name))
+            elif held_by_keeper(entry.pid, run_dir):  # its keeper (or warden) lives and has not reaped it
                 adopt[name] = entry
+            elif not keeper_alive(entry.keeper, run_dir):
+                lost.append((entry.pid, name))  # nothing can record its exit any more
             else:  # it has just exited: its keeper is about to record how
                 entry.rc = self._recorded_exit(name, entry.pid, entry.keeper)
                 if entry.rc is None:
@@ -522,11 +522,11 @@ class LocalRunner:
         """The exit code an earlier runner's keeper records for a node that has exited (None: never)."""
         deadline = time.monotonic() + _EXIT_RECORD_WAIT_S
         while True:
-            keeper_alive = is_keeper(keeper, self.layout.run_dir)
+            alive = keeper_alive(keeper, self.layout.run_dir)
             entry = read_procs(self.layout.procs_path).get(name)
             if entry is not None and entry.pid == pid and entry.rc is not None:
                 return entry.rc
-            if not keeper_alive or time.monotonic() > deadline:
+            if not alive or time.monotonic() > deadline:
                 return None
             time.sleep(0.01)
 
