@@ -209,3 +209,46 @@ def test_a_bad_resource_limit_is_located(tmp_path: Path) -> None:
     result = search_cli("--spearmint", str(directory), cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert "config.json:" in result.stderr and "max-concurrent must be a whole number >= 1" in result.stderr
+
+
+# -- item 7: PESC's base config file -----------------------------------------------------------------
+
+
+def test_a_base_config_file_is_read_under_the_experiments_own_config(tmp_path: Path) -> None:
+    """PESC's toy-fast-slow layout: each experiment's config.json names `base config file`
+    ($LOCATION_OF_THIS_FILE$/../base_config.json), which holds the main file and the variables."""
+    shutil.copytree(DATA / "pesc-base", tmp_path / "pesc-base")
+    directory = tmp_path / "pesc-base" / "coupled"
+    code, output, rows = run_search(tmp_path, directory, "--budget", "3", "--optimizer", "random")
+    assert code == 0, output
+    assert [row["state"] for row in rows] == ["succeeded"] * 3
+    assert all(set(row["params"]) == {"x", "y"} for row in rows), rows
+    assert "toy-coupled" in output  # the experiment's own name, laid over the base's settings
+    named = [line for line in output.splitlines() if "not used by dagflow" in line]
+    assert len(named) == 1 and "acquisition" in named[0], output  # the base's PES, named once
+
+
+@pytest.mark.parametrize(
+    ("base", "expected"),
+    [
+        ('"$LOCATION_OF_THIS_FILE$/../missing.json"', "missing.json does not exist"),
+        ('"$LOCATION_OF_THIS_FILE$/config.json"', "base config files form a loop"),
+        ("7", "base config file must name a config.json"),
+    ],
+)
+def test_a_base_config_file_that_cannot_be_read_is_located(tmp_path: Path, base: str, expected: str) -> None:
+    directory = tmp_path / "exp"
+    directory.mkdir()
+    (directory / "config.json").write_text('{\n  "experiment-name": "x",\n  "base config file": ' + base + "\n}\n")
+    result = search_cli("--spearmint", str(directory), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{directory / 'config.json'}:3:" in result.stderr and expected in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_decoupled_tasks_of_a_base_config_are_refused_naming_the_base_file(tmp_path: Path) -> None:
+    shutil.copytree(DATA / "pesc-decoupled", tmp_path / "pesc-decoupled")
+    result = search_cli("--spearmint", str(tmp_path / "pesc-decoupled" / "coupled"), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "base_config.json:" in result.stderr and "the tasks name different main files" in result.stderr
+    assert "main-file is required" not in result.stderr and "Traceback" not in result.stderr

@@ -13,8 +13,11 @@ per task or at the top level (GAUSSIAN or NOISELESS). Without tasks the one obje
 (the value main() returns, or its "main" entry). A task without a likelihood is GAUSSIAN (Spearmint's
 default; SpearmintTrials.default_likelihood). max-finished-jobs and max-concurrent (top-level, or each
 of `resources`, summed) and random-seed become the search's budget, parallel and seed unless the command
-line gives them. Other Spearmint settings (acquisition, chooser, database, a resource's scheduler,
-polling-time, ...) are accepted, and the search names each of them once at its start as not used.
+line gives them. `base config file` (PESC's; `$LOCATION_OF_THIS_FILE$` is the naming file's directory) is
+read first and the config's own settings laid over it, mapping by mapping; a main file a base config names
+is beside that base config, and an error in a base config's value names that file. Other Spearmint
+settings (acquisition, chooser, database, a resource's scheduler, polling-time, ...) are accepted, and
+the search names each of them once at its start as not used.
 
 Refused, with a message naming the file: MATLAB (and MCR, SHELL) experiments, whose main file dagflow
 cannot call, and the spearmint-lite format (a config.json of bare variables, jobs run by hand through
@@ -29,6 +32,7 @@ config.pb fields read: language, name (the main module, e.g. "branin" for branin
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -44,6 +48,8 @@ from dagflow.spec.model import VariableSpec
 from dagflow.spec.yamlpos import Positions, load_yaml
 
 CONFIG_FILES = ("config.json", "config.pb")
+LOCATION_OF_THIS_FILE = "$LOCATION_OF_THIS_FILE$"  # in PESC's `base config file`: the naming file's directory
+MAX_BASE_CONFIGS = 4
 LANGUAGES = ("PYTHON", "MATLAB", "SHELL", "MCR")
 DEFAULT_TASK = "main"
 LIKELIHOODS = ("GAUSSIAN", "NOISELESS")
@@ -125,17 +131,25 @@ def _read_config(path: Path) -> str:
 # --- the two syntaxes, to one located form ----------------------------------------------------------
 
 
-def _locate_json(value: Any, path: tuple[str | int, ...], positions: Positions) -> Located:
+def _locate_json(value: Any, path: tuple[str | int, ...], positions: Positions, file: str | None) -> Located:
     line, column = positions.of(path)
     if isinstance(value, dict):
-        return Located({key: _locate_json(item, (*path, key), positions) for key, item in value.items()}, line, column)
+        items = {key: _locate_json(item, (*path, key), positions, file) for key, item in value.items()}
+        return Located(items, line, column, file)
     if isinstance(value, list):
-        return Located([_locate_json(item, (*path, i), positions) for i, item in enumerate(value)], line, column)
-    return Located(value, line, column)
+        listed = [_locate_json(item, (*path, i), positions, file) for i, item in enumerate(value)]
+        return Located(listed, line, column, file)
+    return Located(value, line, column, file)
 
 
 def parse_config_json(text: str, path: str | Path) -> SpearmintExperiment:
-    filename = str(path)
+    fields = _read_json_fields(text, str(path), None)
+    fields = _with_base_config(fields, Path(path), str(path), (Path(path).resolve(),))
+    return _Builder(str(path), Path(path)).experiment(fields, pb=False)
+
+
+def _read_json_fields(text: str, filename: str, file: str | None) -> dict[str, Located]:
+    """A config.json's fields, canonical keys, each value located (in `file` when it is a base config)."""
     try:
         loads_json(text)  # JSON's own rules first (YAML would accept more), and its depth bounded
     except BoundedInputError as error:
@@ -149,8 +163,46 @@ def parse_config_json(text: str, path: str | Path) -> SpearmintExperiment:
             "dagflow cannot run it; write a Spearmint config.json with main-file and variables"
         )
         raise SpecError([Diagnostic(filename, 1, 1, "", message)])
-    root = _locate_json(data, (), positions)
-    return _Builder(filename, Path(path)).experiment(_canonical_keys(root.value), pb=False)
+    return _canonical_keys(_locate_json(data, (), positions, file).value)
+
+
+def _with_base_config(
+    fields: dict[str, Located], path: Path, filename: str, seen: tuple[Path, ...]
+) -> dict[str, Located]:
+    """PESC's `base config file`: the config it names (`$LOCATION_OF_THIS_FILE$` is this file's directory)
+    is read first, and this config's settings are laid over it, task by task and variable by variable."""
+    item = fields.pop("base-config-file", None)
+    if item is None:
+        return fields
+    where = item.file or filename
+
+    def refuse(message: str) -> SpecError:
+        return SpecError([Diagnostic(where, item.line, item.column, "base config file", message)])
+
+    if not isinstance(item.value, str) or not item.value.strip():
+        raise refuse("base config file must name a config.json")
+    here = path.resolve().parent
+    base = Path(item.value.strip().replace(LOCATION_OF_THIS_FILE, str(here)))
+    base = (here / base).resolve()
+    if base in seen:
+        raise refuse(f"{base} is already being read: base config files form a loop")
+    if len(seen) > MAX_BASE_CONFIGS:
+        raise refuse(f"more than {MAX_BASE_CONFIGS} base config files in a chain")
+    if not base.is_file():
+        raise refuse(f"{base} does not exist (a relative path is relative to this file's directory)")
+    base_fields = _read_json_fields(_read_config(base), str(base), str(base))
+    base_fields = _with_base_config(base_fields, base, str(base), (*seen, base))
+    return _laid_over(base_fields, fields)
+
+
+def _laid_over(base: dict[str, Located], own: dict[str, Located]) -> dict[str, Located]:
+    out = dict(base)
+    for key, value in own.items():
+        under = out.get(key)
+        if under is not None and isinstance(under.value, dict) and isinstance(value.value, dict):
+            value = Located(_laid_over(under.value, value.value), value.line, value.column, value.file)
+        out[key] = value
+    return out
 
 
 def _canonical(key: str) -> str:
@@ -223,7 +275,8 @@ class _Builder:
 
     def add(self, where: Located | None, field_path: str, message: str, allowed: str | None = None) -> None:
         line, column = (where.line, where.column) if where is not None else (0, 0)
-        self.diagnostics.append(Diagnostic(self.filename, line, column, field_path, message, allowed))
+        filename = where.file if where is not None and where.file else self.filename
+        self.diagnostics.append(Diagnostic(filename, line, column, field_path, message, allowed))
 
     def string(self, fields: dict[str, Located], key: str, required: bool) -> str | None:
         item = fields.get(key)
@@ -255,6 +308,8 @@ class _Builder:
         if main is not None and _outside(main_file):
             message = f"{main_file!r} is outside the experiment directory: name a file inside it, e.g. branin.py"
             self.add(main.at, main.field, message)
+        elif main is not None and main.at is not None and main.at.file:  # named by a base config: beside it
+            main_file = os.path.relpath(Path(main.at.file).parent / main_file, self.path.resolve().parent)
         if self.diagnostics:
             raise SpecError(self.diagnostics)
         objective = next(task for task in tasks if task.type == "OBJECTIVE")

@@ -48,6 +48,7 @@ class Located:
     value: Any
     line: int
     column: int
+    file: str | None = None  # the file it came from, where that is not the config being read (a base config)
 
 
 def _unquote(text: str) -> str:
