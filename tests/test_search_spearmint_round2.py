@@ -252,3 +252,41 @@ def test_decoupled_tasks_of_a_base_config_are_refused_naming_the_base_file(tmp_p
     assert result.returncode == 2, result.stdout + result.stderr
     assert "base_config.json:" in result.stderr and "the tasks name different main files" in result.stderr
     assert "main-file is required" not in result.stderr and "Traceback" not in result.stderr
+
+
+# -- item 8: what Spearmint users look for in the experiment directory ---------------------------------
+
+PRINTING_MAIN = """\
+import sys
+
+
+def main(job_id, params):
+    x = float(params["x"])
+    print("Anything printed here will end up in the output directory for job #%d" % job_id)
+    sys.stderr.write("evaluating x=%r\\n" % x)
+    return (x - 0.3) ** 2
+"""
+
+
+def test_the_experiment_directory_holds_spearmints_own_files(tmp_path: Path) -> None:
+    directory = tmp_path / "printing"
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps({
+        "language": "PYTHON", "main-file": "quad.py", "experiment-name": "printing", "likelihood": "NOISELESS",
+        "variables": {"x": {"type": "FLOAT", "size": 1, "min": 0, "max": 1}},
+    }))  # fmt: skip
+    (directory / "quad.py").write_text(PRINTING_MAIN)
+    code, output, rows = run_search(tmp_path, directory, "--budget", "3", "--optimizer", "random")
+    assert code == 0, output
+    for row in rows:
+        out = (directory / "output" / f"{row['number']:08d}.out").read_text()
+        assert f"output directory for job #{row['number']}" in out and "evaluating x=" in out, out
+    best = min(rows, key=lambda row: row["value"])
+    lines = (directory / "best_job_and_result.txt").read_text().splitlines()
+    assert lines[:3] == [f"Best result: {best['value']:f}", f"Job-id: {best['number']}", "Parameters: "], lines
+    assert lines[3:] == [f"x: [{best['params']['x']}]"], lines  # a size-1 variable, shown as Spearmint's array
+    done = next(line for line in output.splitlines() if "search printing done" in line)
+    assert f"={best['value']:.6g} at t{best['number']} " in done, done  # the same best as the summary's
+    trace = [line.split(",") for line in (directory / "trace.csv").read_text().splitlines()]
+    assert len(trace) == 3 and [int(line[5]) for line in trace] == [1, 2, 3], trace
+    assert trace[-1][1:3] == [f"{best['value']:f}", str(best["number"])], trace

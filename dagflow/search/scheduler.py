@@ -504,6 +504,10 @@ class Scheduler:
             error, cause = self._own_error(trial, error)
         if not self.store.finish(trial, state, value, trial_loss, error, outputs):
             return
+        try:
+            self.source.observed(self._trials(trial.region), lambda: self._reported(trial.region))
+        except OSError as error:  # a full disk: the search itself goes on, its state is in the database
+            self.say(f"could not write the search's records: {error}")
         if state == TRIAL_SUCCEEDED:
             self._failures.clear()
             best = self._best(trial.region)

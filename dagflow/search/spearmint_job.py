@@ -13,8 +13,9 @@ main may return:
   number; >= 0 is feasible); the {"objective": ..., "constraints": [...]} form works too. Every entry
   is kept in the result file under "values".
 
-The result goes to a JSON file (--result, default DIR/output/JOB_ID.json, the id zero-padded to 8
-digits as Spearmint names its output files):
+While main runs, the job's stdout and stderr go to DIR/output/JOB_ID.out as under Spearmint (and are
+copied to this process's stdout afterwards). The result goes to a JSON file (--result, default
+DIR/output/JOB_ID.json, the id zero-padded to 8 digits as Spearmint names its output files):
 
     {"job_id": 3, "status": "complete", "value": 0.39, "values": {...}, "params": {...},
      "error": null, "elapsed_s": 1.2}
@@ -53,6 +54,7 @@ import numpy as np
 from dagflow.errors import EXIT_USAGE, DagflowError
 from dagflow.files import write_atomic
 from dagflow.search.spearmint import SpearmintExperiment, load_experiment
+from dagflow.search.spearmint_records import captured_output, output_path
 from dagflow.spec.model import VariableSpec
 
 EXIT_BROKEN = 1
@@ -375,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{experiment.config_file}: language: {refusal(experiment.language)}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        record = run_job(experiment, args.job_id, params, args.python)
+        with captured_output(output_path(experiment.directory, args.job_id)):
+            record = run_job(experiment, args.job_id, params, args.python)
     except ValueError as error:
         print(f"--params: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,6 +34,8 @@ from dagflow.search.progress import last_object
 from dagflow.search.space import SearchSpace
 from dagflow.search.spearmint import INSTEAD, SpearmintExperiment
 from dagflow.search.spearmint_job import default_result_path, refusal
+from dagflow.search.spearmint_records import output_path, write_records
+from dagflow.search.store import Trial
 from dagflow.spec import Spec
 from dagflow.spec.model import EarlyStoppingSpec
 
@@ -82,6 +84,10 @@ class TrialSource(Protocol):
 
     def progress_files(self, plan: Plan) -> list[Path]:
         """The files a running trial appends its intermediate metrics to (progress.py)."""
+        ...
+
+    def observed(self, trials: Sequence[Trial], best: Callable[[], Trial | None]) -> None:
+        """After a trial ended: keep what the source's own tools read of the search (Spearmint's files)."""
         ...
 
 
@@ -229,6 +235,9 @@ class PipelineTrials:
     def notes(self) -> list[str]:
         return []
 
+    def observed(self, trials: Sequence[Trial], best: Callable[[], Trial | None]) -> None:
+        return None  # a pipeline's search is read with `dagflow search status` and `dagflow report`
+
     def progress_files(self, plan: Plan) -> list[Path]:
         return [Path(plan.workdir) / path for path in self._metrics_paths(plan)]
 
@@ -302,7 +311,7 @@ class SpearmintTrials:
         )  # fmt: skip
         node = Node(
             name=JOB_STEP, step=JOB_STEP, argv=argv, env={}, coords={}, trial=number, params=dict(params),
-            outputs=[str(result)], metrics=str(result),
+            outputs=[str(result), str(output_path(self.experiment.directory, number))], metrics=str(result),
         )  # fmt: skip
         return Plan(
             pipeline=self.name,
@@ -336,6 +345,9 @@ class SpearmintTrials:
 
     def unrunnable(self, plan: Plan) -> bool:
         return self._result(plan).get("fatal") is True
+
+    def observed(self, trials: Sequence[Trial], best: Callable[[], Trial | None]) -> None:
+        write_records(self.experiment.directory, trials, best())
 
     def notes(self) -> list[str]:
         notes = [f"main file run by {self.python}"] if self.python else []
