@@ -22,7 +22,6 @@ def step(name: str, kind: str = "command", **overrides: object) -> StepInfo:
         "kind": kind,
         "axes": ("region",),
         "resources": Resources(),
-        "requirements": None,
         "classads": {},
         "retries": 0,
         "retry_unless_exit": (),
@@ -31,6 +30,9 @@ def step(name: str, kind: str = "command", **overrides: object) -> StepInfo:
         "metrics": None,
     }
     fields.update(overrides)
+    requirements = fields.pop("requirements", None)  # the condor engine's field: in its section of the step
+    if requirements:
+        fields["engine_fields"] = {"condor": {"requirements": [requirements]}}
     return StepInfo(**fields)  # type: ignore[arg-type]
 
 

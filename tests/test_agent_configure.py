@@ -157,13 +157,13 @@ def compiled_job(resources: Resources, extra: str | None = None) -> classad2.Cla
         kind="train",
         axes=("region",),
         resources=resources,
-        requirements=extra,
         classads={},
         retries=0,
         retry_unless_exit=(),
         timeout_s=None,
         priority=0,
         metrics=None,
+        engine_fields={"condor": {"requirements": [extra]}} if extra else {},
     )
     job = classad2.ClassAd()
     job["RequestCpus"] = resources.cpus

@@ -10,7 +10,6 @@ from functools import cache
 from pathlib import Path
 
 import networkx as nx
-import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dagflow"
 
@@ -185,13 +184,6 @@ def test_the_walk_sees_every_kind_of_import() -> None:
     assert edges.has_edge("dagflow.engines.condor.submit_writer", "dagflow.spec.attributes")  # from PKG import MODULE
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "dagflow.plan.expand -> dagflow.resources.auto: expand() reads earlier runs' usage for `auto` resources; "
-        "the fix passes the resolver in from the callers (plan_with, search trials and checks, `dagflow validate`)"
-    ),
-)
 def test_no_import_against_the_order() -> None:
     assert against_the_order() == []
 
@@ -200,14 +192,6 @@ def test_no_import_between_engines() -> None:
     assert between_engines() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "cli/condor_cmds.py -> engines.condor.{compile,dag_writer,engine,lint} (`dagflow compile`, `dagflow lint`); "
-        "cli/schedule_cmds.py -> engines.local (run_local); cli/search_cmds.py -> engines.local.devices "
-        "(check_devices); schedule/condor.py -> engines.condor.{escape,schedd}"
-    ),
-)
 def test_callers_reach_engines_through_the_registry() -> None:
     assert around_the_registry() == []
 

@@ -6,6 +6,7 @@ import json
 import textwrap
 from pathlib import Path
 
+from dagflow.engines.condor.step_fields import requirements_expression
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.plan.render import to_dot
@@ -36,7 +37,7 @@ def test_sketch_expands_per_region_with_one_gathering_report() -> None:
     assert plan.nodes["fetch.jp"].argv == ["dagflow", "transfer", "s3://ratings/jp/latest/", "data/jp/"]
     assert sorted(plan.nodes["report"].parents) == ["evaluate.br", "evaluate.de", "evaluate.jp", "evaluate.us"]
     assert plan.nodes["report"].coords == {}
-    assert plan.steps["train"].requirements == "CUDACapability >= 7.0"
+    assert plan.steps["train"].engine_fields == {"condor": {"requirements": ["CUDACapability >= 7.0"]}}
     order = list(plan.nodes)
     for parent, child in plan.edges():
         assert order.index(parent) < order.index(child)
@@ -86,7 +87,7 @@ def test_gpu_class_and_user_requirements_combine() -> None:
         """)
     step = plan.steps["a"]
     # the class's per-GPU limit stays a number in the plan; the engine decides how to place GPUs
-    assert step.requirements == 'OpSys == "LINUX"'
+    assert step.engine_fields == {"condor": {"requirements": ['OpSys == "LINUX"']}}
     assert step.resources.gpus == 2 and step.resources.cuda_capability == 8.0
     assert step.resources.gpu_memory_mb == 79000
 
@@ -109,7 +110,7 @@ def test_the_stricter_of_class_and_step_limits_wins() -> None:
     assert (a.cuda_capability, a.gpu_memory_mb) == (8.0, 30720)
     assert (b.cuda_capability, b.gpu_memory_mb) == (9.0, 102400)
     assert (c.cuda_capability, c.gpu_memory_mb) == (None, None)
-    assert all(plan.steps[name].requirements is None for name in "abc")
+    assert all(plan.steps[name].engine_fields == {} for name in "abc")
 
 
 def test_a_site_class_with_machine_requirements_still_ands_them(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -128,7 +129,9 @@ def test_a_site_class_with_machine_requirements_still_ands_them(tmp_path: Path, 
         monkeypatch.delenv("DAGFLOW_POLICIES")
         gpu_classes.cache_clear()
     step = plan.steps["a"]
-    assert step.requirements == '(TARGET.Rack == "r7") && (OpSys == "LINUX")'
+    # the expressions that must all hold, the class's first: the condor engine ANDs them in its own words
+    assert step.engine_fields == {"condor": {"requirements": ['TARGET.Rack == "r7"', 'OpSys == "LINUX"']}}
+    assert requirements_expression(step) == '(TARGET.Rack == "r7") && (OpSys == "LINUX")'
     assert step.resources.gpu_memory_mb == 40000
 
 

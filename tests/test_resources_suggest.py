@@ -13,7 +13,9 @@ from pathlib import Path
 
 from test_local_support import cli_env
 
+from dagflow.plan import Plan
 from dagflow.plan.expand import expand
+from dagflow.resources.auto import AutoResources
 from dagflow.resources.history import pipeline_history
 from dagflow.resources.suggest import percentile, round_duration_s, round_memory_mb, suggest
 from dagflow.run.usage import NodeUsage, record_usage
@@ -153,10 +155,24 @@ def test_bad_pipeline_is_a_located_error(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def _expand_auto(path: Path) -> Plan:
+    """The plan as the commands make it: `auto` resources resolved from the pipeline's past runs."""
+    spec = load_spec(path)
+    return expand(spec, resolve=AutoResources(spec).resolve)
+
+
+def test_without_a_resolver_auto_keeps_the_defaults(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _history(tmp_path)
+    train = expand(load_spec(_pipeline(tmp_path))).steps["train"]  # the plan layer reads no history itself
+    assert train.resources.memory_mb == 1024 and train.resources.cpus == 1 and train.timeout_s is None
+    assert train.resource_notes == {}
+
+
 def test_auto_uses_the_suggestion_and_records_why_in_the_plan(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     _history(tmp_path)
-    plan = expand(load_spec(_pipeline(tmp_path)))
+    plan = _expand_auto(_pipeline(tmp_path))
     train = plan.steps["train"]
     assert train.resources.memory_mb == 2560 and train.resources.cpus == 2 and train.timeout_s == 300
     assert train.resources.memory_max_mb == 64 * 1024
@@ -189,7 +205,7 @@ def test_auto_is_capped_by_memory_max(tmp_path: Path, monkeypatch) -> None:
     _history(tmp_path)
     path = _pipeline(tmp_path)
     path.write_text(path.read_text().replace("memory_max: 64GB", "memory_max: 2GB"))
-    train = expand(load_spec(path)).steps["train"]
+    train = _expand_auto(path).steps["train"]
     assert train.resources.memory_mb == 2048 and "capped at memory_max 2048 MB" in train.resource_notes["memory"]
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dagflow.engines.registry import spec_checks
 from dagflow.errors import SpecError
 from dagflow.search.checks import check_search
 from dagflow.spec import load_spec, parse_spec
@@ -15,8 +16,9 @@ SKETCH = Path(__file__).parent / "data" / "design_sketch.yaml"
 
 
 def errors_of(text: str) -> list[str]:
+    """The problems every command's loader reports: the document's own and each engine's spec check's."""
     with pytest.raises(SpecError) as caught:
-        parse_spec(textwrap.dedent(text), "p.yaml")
+        parse_spec(textwrap.dedent(text), "p.yaml", checks=spec_checks())
     return [d.render() for d in caught.value.diagnostics]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -160,13 +160,18 @@ def load_plan_or_exit(
     honoured_by: str | None = None,
     only: Sequence[str] | None = None,
     sets: Sequence[str] | None = None,
+    engine_settings: Mapping[str, Any] | None = None,
 ):  # -> Plan
     """Load, validate and expand a pipeline file, with the --only and --set given; on bad input print every
     diagnostic and exit 2. The one loader of run, submit, plan and compile.
 
-    Warnings (a deprecated key; with honoured_by, each step field that engine ignores) go to stderr.
+    The engines' spec checks run with it (registry.spec_checks): honoured_by's with its engine_settings, every
+    other engine's on the fields the document sets. Warnings (a deprecated key; with honoured_by, each step
+    field that engine ignores) go to stderr.
     """
+    from dagflow.engines.registry import spec_checks
     from dagflow.plan.overrides import parse_overrides, plan_with
+    from dagflow.resources.auto import AutoResources
     from dagflow.run.ids import validate_run_id
     from dagflow.spec import load_spec
 
@@ -174,9 +179,9 @@ def load_plan_or_exit(
         if run_id is not None:
             validate_run_id(run_id)  # before it names a directory ({run.id} in paths, the run directory)
         overrides = parse_overrides(only or (), sets or ())
-        spec = load_spec(path)
+        spec = load_spec(path, spec_checks(honoured_by, engine_settings))
         print_spec_warnings(spec, honoured_by)
-        return plan_with(spec, run_id, overrides)
+        return plan_with(spec, run_id, overrides, resolve=AutoResources(spec).resolve)
     except DagflowError as error:
         fail(error)
 

@@ -1,5 +1,6 @@
-"""HTCondor commands: compile a pipeline to DAGMan input and lint generated DAG files. Running on a pool
-goes through the engine registry like every engine (`dagflow submit|run --engine condor`, `resubmit`)."""
+"""HTCondor commands: compile a pipeline to DAGMan input and lint generated DAG files. The condor engine
+provides both (its declaration's `compile` and `lint`), reached through the engine registry like running on
+a pool (`dagflow submit|run --engine condor`, `resubmit`)."""
 
 from __future__ import annotations
 
@@ -58,16 +59,14 @@ def compile_command(
 
     Exit code 2 on an invalid pipeline or on a value that cannot be written safely.
     """
-    from dagflow.engines.condor.compile import compile_plan
+    from dagflow.engines.registry import engine_feature
 
-    plan = load_plan_or_exit(pipeline, run_id, only=only, sets=sets)
+    plan = load_plan_or_exit(pipeline, run_id, only=only, sets=sets, engine_settings={"data_mode": data_mode},
+                             honoured_by="condor")
     out_dir = output if output is not None else Path(".dagflow") / "runs" / plan.run_id / "condor"
     try:
-        from dagflow.engines.condor.dag_writer import DagOptions
-        from dagflow.engines.condor.engine import check_transfer_spec
-
-        check_transfer_spec(plan, data_mode)
-        dag = compile_plan(plan, out_dir, options=DagOptions(max_gpu_jobs=max_gpu_jobs), data_mode=data_mode)
+        compile_dag = engine_feature("condor", "compile")  # engines/condor/commands.py
+        dag = compile_dag(plan, out_dir, max_gpu_jobs, data_mode)
     except DagflowError as error:
         fail(error)
     print(f"wrote {dag} ({len(plan.nodes)} nodes, {len(plan.steps)} submit files)")
@@ -106,23 +105,27 @@ def lint_command(
 
     Each problem is printed as FILE:LINE: severity: message. Exit code 0 when clean, 2 on any error.
     """
-    from dagflow.engines.condor.lint import dag_files, find_checker, lint_dag
+    from dagflow.engines.registry import engine_feature
 
+    try:
+        lint = engine_feature("condor", "lint")  # engines/condor/lint.py
+    except DagflowError as error:
+        fail(error)
     if not target.exists():
         print(f"error: {target} does not exist", file=sys.stderr)
         raise typer.Exit(EXIT_USAGE)
-    checker = None if builtin else find_checker(dag_checker)
+    checker = None if builtin else lint.find_checker(dag_checker)
     if checker is not None and not checker.is_file():
         print(f"error: condor_dag_checker {checker} does not exist", file=sys.stderr)
         raise typer.Exit(EXIT_USAGE)
-    files = dag_files(target)
+    files = lint.dag_files(target)
     if not files:
         print(f"error: no .dag file in {target}", file=sys.stderr)
         raise typer.Exit(EXIT_USAGE)
     checked_by = f"{checker} and dagflow" if checker else "dagflow's parser (no condor_dag_checker)"
     errors = 0
     for path in files:
-        problems = lint_dag(path, checker)
+        problems = lint.lint_dag(path, checker)
         for problem in problems:
             print(problem.render(), file=sys.stderr)
         count = sum(1 for problem in problems if problem.severity == "error")

@@ -131,11 +131,16 @@ def engine_option(default: str) -> Any:
 
 
 def load_plan_for(
-    pipeline: Path, run_id: str | None, engine: str, only: list[str] | None = None, sets: list[str] | None = None
+    pipeline: Path,
+    run_id: str | None,
+    engine: str,
+    only: list[str] | None = None,
+    sets: list[str] | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> Plan:
-    """Load and expand a pipeline with its --only and --set, warning on stderr about each step field the engine
-    will ignore."""
-    return load_plan_or_exit(pipeline, run_id, honoured_by=engine, only=only, sets=sets)
+    """Load and expand a pipeline with its --only and --set, checked by the engine's spec check with its settings
+    (the options given), warning on stderr about each step field the engine will ignore."""
+    return load_plan_or_exit(pipeline, run_id, honoured_by=engine, only=only, sets=sets, engine_settings=settings)
 
 
 def print_report(report: Report, json_output: bool) -> None:

@@ -42,12 +42,13 @@ def suggest_command(
     table shows the evidence: runs, samples, the percentile, the maximum and the failures. Exit code 1
     when there is no history to learn from.
     """
+    from dagflow.engines.registry import spec_checks
     from dagflow.resources.history import default_runs_dirs, pipeline_history, skipped_warnings
     from dagflow.resources.suggest import PERCENTILE, suggest
     from dagflow.spec import load_spec
 
     try:
-        spec = load_spec(pipeline)
+        spec = load_spec(pipeline, spec_checks())
     except DagflowError as error:
         fail(error)
     dirs = list(runs_dirs) if runs_dirs else default_runs_dirs(pipeline)

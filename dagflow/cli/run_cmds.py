@@ -37,11 +37,13 @@ class UsageError(DagflowError):
     pass
 
 
-def _load_plan(pipeline: Path, run_id: str | None, engine: str, only: list[str], sets: list[str]) -> Plan:
+def _load_plan(
+    pipeline: Path, run_id: str | None, engine: str, only: list[str], sets: list[str], settings: dict[str, Any]
+) -> Plan:
     if not pipeline.is_file():
         raise UsageError(f"{pipeline}: no such file")
     if pipeline.suffix != ".json":
-        return load_plan_for(pipeline, run_id, engine, only, sets)
+        return load_plan_for(pipeline, run_id, engine, only, sets, settings)
     if only or sets:
         raise UsageError(f"{pipeline}: a plan file is run as it was planned; --only and --set need a pipeline file")
     try:
@@ -104,7 +106,7 @@ def run_command(
                 raise UsageError("give a pipeline file to run, or --resume RUN_ID")
             name = engine or RUN_DEFAULT_ENGINE
             check_engine_settings(name, given, "run")
-            plan = _load_plan(pipeline, run_id, name, only or [], sets or [])
+            plan = _load_plan(pipeline, run_id, name, only or [], sets or [], given)
             chosen_dir = runs_dir_of(pipeline, runs_dir)
             chosen = load_engine(name, chosen_dir, given)
             layout = RunLayout(Path(chosen_dir).absolute(), plan.run_id)

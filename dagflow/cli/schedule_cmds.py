@@ -163,12 +163,14 @@ def run_command(
 ) -> None:
     """Run one matrix value's part of a pipeline locally (what a per-value schedule line runs)."""
     from dagflow.cli.common import load_plan_or_exit, runs_dir_of
-    from dagflow.engines.local import PlainReporter, RunOptions, run_local
+    from dagflow.engines.registry import load_engine
+    from dagflow.run.layout import RunLayout
 
     plan = load_plan_or_exit(pipeline, only=[only])
-    options = RunOptions(runs_dir=runs_dir_of(pipeline, None), reporter=PlainReporter(), handle_signals=True)
+    runs_dir = runs_dir_of(pipeline, None)
     try:
-        result = run_local(plan, options)
+        engine = load_engine("local", runs_dir)  # this machine, as `dagflow run` runs the whole pipeline
+        code = engine.run(plan, RunLayout(runs_dir, plan.run_id).run_dir, json_output=False)
     except DagflowError as error:
         fail(error)
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(code or 0)  # the local engine always shows the outcome itself

@@ -126,11 +126,11 @@ def _options(
     if name is not None:
         validate_run_id(name)  # trial run ids start with it
     if gpus is not None:
-        from dagflow.engines.local.devices import check_devices
+        from dagflow.engines.registry import engine_feature
 
         if engine != "local":
             raise SearchUsageError(f"--gpus is for the local engine; the {engine} engine's scheduler picks devices")
-        check_devices(gpus)
+        engine_feature(engine, "check_devices")(gpus)  # engines/local/devices.py
     return SchedulerOptions(
         engine=engine,
         name=name,
@@ -305,6 +305,7 @@ def run_command(
     same command continues the search. Exit status: 0 done, 1 a region had no successful trial,
     2 bad input, 3 stopped after --max-identical-failures trials in a row failed alike, 130 stopped.
     """
+    from dagflow.engines.registry import spec_checks
     from dagflow.search.trials import PipelineTrials
     from dagflow.spec import load_spec
 
@@ -317,7 +318,7 @@ def run_command(
         )  # fmt: skip
 
         def source() -> PipelineTrials:
-            spec = load_spec(pipeline)
+            spec = load_spec(pipeline, spec_checks(options.engine))  # the trials' engine checks its fields once
             print_spec_warnings(spec)  # the same deprecation warnings `dagflow validate` gives, once
             return PipelineTrials(spec)
 

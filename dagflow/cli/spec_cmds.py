@@ -20,8 +20,8 @@ from dagflow.cli.common import (
     print_spec_warnings,
 )
 from dagflow.cli.engine_flags import checked_engine
-from dagflow.engines.registry import engine_class
-from dagflow.errors import DagflowError, SpecError
+from dagflow.engines.registry import spec_checks
+from dagflow.errors import DagflowError
 
 
 class UsageError(DagflowError):
@@ -47,19 +47,17 @@ def validate(
     it is not.
     """
     from dagflow.plan.expand import expand
+    from dagflow.resources.auto import AutoResources
     from dagflow.search.checks import check_search
     from dagflow.spec import load_spec
 
     try:
-        spec = load_spec(pipeline)
+        spec = load_spec(pipeline, spec_checks(engine))  # with an engine, also what only that engine cannot run
         check_search(spec, str(pipeline))  # what `dagflow search run` would refuse
-        plan = expand(spec, run_id="validate")
+        plan = expand(spec, run_id="validate", resolve=AutoResources(spec).resolve)
     except DagflowError as error:
         fail(error)
     print_spec_warnings(spec, engine)
-    engine_checks = getattr(engine_class(engine), "spec_errors", None) if engine else None
-    if engine_checks is not None and (problems := engine_checks(spec)):  # what only that engine cannot run
-        fail(SpecError(problems))
     print(f"{pipeline}: valid — {len(plan.steps)} steps, {len(plan.nodes)} nodes")
 
 

@@ -119,7 +119,7 @@ def submit_command(
                 raise EngineUsageError("give a pipeline file to submit, or --resume RUN_ID")
             name = engine or SUBMIT_DEFAULT_ENGINE
             check_engine_settings(name, given, "submit")
-            plan = load_plan_for(pipeline, run_id, name, only, sets)
+            plan = load_plan_for(pipeline, run_id, name, only, sets, given)
             chosen_dir = runs_dir_of(pipeline, runs_dir)
             chosen = load_engine(name, chosen_dir, given)
             layout = RunLayout(Path(chosen_dir).absolute(), plan.run_id)

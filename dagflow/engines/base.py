@@ -11,8 +11,19 @@ An engine class declares:
   honours   the step fields it turns into placement (RESOURCE_FIELDS); `dagflow validate --engine`
             warns about the others
 and is built as EngineClass(runs_dir, settings) with settings keyed by option name (defaults filled in).
-Its package names it, its options and its capabilities in an EngineDeclaration, found through the
-`dagflow.engines` entry-point group (registry.py).
+Its package names it, its options, its capabilities and its spec check in an EngineDeclaration, found
+through the `dagflow.engines` entry-point group (registry.py).
+
+The spec check is how an engine checks the fields only it reads (spec/engine_fields.py ENGINE_OWNED, its own
+settings block) once, when the pipeline is loaded, with the positions load_spec read, so each problem is
+located at file:line:column and reported with the document's own:
+
+    def check(spec: Spec, settings: Mapping[str, Any] | None) -> list[Diagnostic]
+
+settings None: the pipeline is checked or run elsewhere: report what the document itself gets wrong in this
+engine's fields (a malformed expression), which is wrong wherever it runs. settings (its options by name,
+defaults filled in): the run is this engine's: also what this engine cannot run with those settings.
+Every caller (validate, run, submit, compile, search run) gets the checks from registry.spec_checks.
 """
 
 from __future__ import annotations
@@ -74,6 +85,12 @@ class EngineDeclaration:
     options: tuple[EngineOption, ...] = ()
     capabilities: Capabilities = Capabilities(shared_filesystem=True, streams_progress=False, arrays=False)
     legacy_marker: str | None = None  # a file marking a run it made before runs recorded their engine
+    # "module:function" of its spec check (the module docstring); None: the engine has no fields of its own
+    spec_check: str | None = None
+    # What it offers callers beyond the contract, by name -> "module" or "module:attribute" (registry.py
+    # engine_feature): condor's `compile` and `lint` (the commands), `cron` (schedule install --condor);
+    # local's `check_devices` (search run --gpus)
+    provides: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

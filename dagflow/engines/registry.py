@@ -11,21 +11,28 @@ run time (tests, embedding programs).
 The engine that ran a run is recorded once, when its run directory is created (`<run_dir>/engine`, see
 RunLayout.create); every command that continues the run reads it back with engine_of_run, and
 read_run_status reads any run's status the way the engine that made it says.
+
+spec_checks gives every loader of a pipeline file the engines' declared spec checks (engines/base.py): each
+engine checks its own fields once, at load, and its problems are reported with the document's.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from dagflow.engines.base import Capabilities, Engine, EngineDeclaration, EngineOption
-from dagflow.errors import DagflowError
+from dagflow.errors import DagflowError, Diagnostic
 from dagflow.run.layout import RunLayout
 from dagflow.run.status import RunStatus
+from dagflow.spec.load import Spec, SpecCheck
+
+# An engine's spec check, as its declaration names it: (spec, its settings or None) -> the problems found.
+EngineSpecCheck = Callable[[Spec, Mapping[str, Any] | None], list[Diagnostic]]
 
 ENTRY_POINT_GROUP = "dagflow.engines"
 DEFAULT_ENGINE = "local"  # also what a run with no record and no marker was made by
@@ -63,11 +70,15 @@ def _declaration(name: str, value: str) -> EngineDeclaration:
     return EngineDeclaration(value, tuple(getattr(loaded, "options", ())))
 
 
-def register_engine(name: str, target: str, legacy_marker: str | None = None) -> None:
-    """Add (or replace) an engine: target is "module:Class", the class implementing engines.base.Engine."""
-    if ":" not in target:
-        raise ValueError(f"engine target {target!r} must be 'module:Class'")
-    _registered[name] = EngineDeclaration(target, legacy_marker=legacy_marker)
+def register_engine(
+    name: str, target: str, legacy_marker: str | None = None, spec_check: str | None = None
+) -> None:
+    """Add (or replace) an engine: target is "module:Class", the class implementing engines.base.Engine;
+    spec_check "module:function", its spec check (engines/base.py)."""
+    for given in (target, spec_check):
+        if given is not None and ":" not in given:
+            raise ValueError(f"engine target {given!r} must be 'module:attribute'")
+    _registered[name] = EngineDeclaration(target, legacy_marker=legacy_marker, spec_check=spec_check)
 
 
 def unregister_engine(name: str) -> None:
@@ -112,6 +123,42 @@ def engine_options(name: str) -> tuple[EngineOption, ...]:
 
 def engine_capabilities(name: str) -> Capabilities:
     return _entry(name).capabilities
+
+
+def engine_feature(name: str, feature: str) -> Any:
+    """What an engine provides beyond the contract (its declaration's `provides`): the module, or the
+    module's attribute, it names for feature; imported only now, when asked for."""
+    target = dict(_entry(name).provides).get(feature)
+    if target is None:
+        raise EngineChoiceError(f"the {name} engine does not provide {feature!r}")
+    if ":" in target:
+        return _import(name, target)
+    try:
+        return importlib.import_module(target)
+    except ImportError as error:
+        raise EngineChoiceError(f"the {name} engine is not available here: {error}") from None
+
+
+def spec_checks(engine: str | None = None, settings: Mapping[str, Any] | None = None) -> list[SpecCheck]:
+    """What load_spec runs for a pipeline that `engine` (None: no engine in particular, as `dagflow validate`
+    checks) will run with `settings` (its options by name; the rest take their defaults): every engine's check
+    of its own fields as the document writes them, and the chosen engine's with its settings as well."""
+    checks: list[SpecCheck] = []
+    for name, entry in _engines().items():
+        if entry.spec_check is None:
+            continue
+        try:
+            check: EngineSpecCheck = _import(name, entry.spec_check)
+        except EngineChoiceError:
+            if name == engine:
+                raise
+            continue  # an engine that cannot run here (its client library missing) checks nothing here
+        if name == engine:
+            chosen = {option.name: option.default for option in engine_options(name)} | dict(settings or {})
+            checks.append(functools.partial(check, settings=chosen))
+        else:
+            checks.append(functools.partial(check, settings=None))
+    return checks
 
 
 def engine_of_run(layout: RunLayout) -> str:

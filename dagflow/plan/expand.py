@@ -30,12 +30,17 @@ from dagflow.plan.model import (
     StepInfo,
 )
 from dagflow.policies import GpuClass, gpu_classes
-from dagflow.resources.auto import AutoResources
+from dagflow.spec.engine_fields import ENGINE_OWNED
 from dagflow.spec.load import Spec
 from dagflow.spec.model import AUTO, PipelineSpec, StepSpec
 from dagflow.spec.sharing import shared_outputs
 from dagflow.spec.templates import Template, parse_template
 from dagflow.spec.yamlpos import dotted
+
+StepResolver = Callable[[str, StepSpec, StepInfo], StepInfo]
+"""Fills in a step's `auto` resources: (step name, its spec, its StepInfo with the defaults) -> the StepInfo
+to plan with. The callers that plan for a run pass resources/auto.py's AutoResources(spec).resolve (what the
+pipeline's earlier runs used); without one, `auto` fields keep their defaults and no history is read."""
 
 
 def new_run_id(pipeline: str) -> str:
@@ -65,17 +70,28 @@ def step_order(model: PipelineSpec) -> list[str]:
 
 
 def expand(
-    spec: Spec, run_id: str | None = None, params: Mapping[str, Any] | None = None, trial: int | None = None
+    spec: Spec,
+    run_id: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    trial: int | None = None,
+    resolve: StepResolver | None = None,
 ) -> Plan:
     """The plan of spec. `params` overrides the pipeline's params (a search trial's point) and `trial`
     marks every node with the trial number; nodes of steps that use none of the overridden params keep
-    the pipeline's own params, so they fingerprint (and cache) exactly as in a plain run."""
+    the pipeline's own params, so they fingerprint (and cache) exactly as in a plain run. `resolve` fills
+    in `auto` resources (StepResolver)."""
     with gc_paused():
-        return _expand(spec, run_id, params or {}, trial)
+        return _expand(spec, run_id, params or {}, trial, resolve)
 
 
-def _expand(spec: Spec, run_id: str | None, overrides: Mapping[str, Any], trial_number: int | None) -> Plan:
-    expander = _Expander(spec, run_id or new_run_id(spec.model.name), overrides, trial_number)
+def _expand(
+    spec: Spec,
+    run_id: str | None,
+    overrides: Mapping[str, Any],
+    trial_number: int | None,
+    resolve: StepResolver | None,
+) -> Plan:
+    expander = _Expander(spec, run_id or new_run_id(spec.model.name), overrides, trial_number, resolve)
     for step_name in step_order(spec.model):
         expander.add_step(step_name)
     _check_shared_outputs(spec, expander.nodes)
@@ -101,13 +117,20 @@ def _engine_defaults(model: PipelineSpec) -> dict[str, dict[str, Any]]:
 class _Expander:
     """What one expansion builds up: the plan's steps and nodes, and each step's nodes for wiring."""
 
-    def __init__(self, spec: Spec, run_id: str, overrides: Mapping[str, Any], trial_number: int | None) -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        run_id: str,
+        overrides: Mapping[str, Any],
+        trial_number: int | None,
+        resolve: StepResolver | None,
+    ) -> None:
         model = spec.model
         self.spec = spec
         self.run_id = run_id
         self.trial_number = trial_number
         self.base_context = {"run.id": run_id, "pipeline": model.name, GPU_MEMORY: GPU_MEMORY_MARK}
-        self.auto = AutoResources(spec)  # `auto` resources, learned from the pipeline's past runs
+        self.resolve = resolve  # `auto` resources, learned from the pipeline's past runs (StepResolver)
         self.base_context.update({f"params.{name}": param_text(value) for name, value in model.params.items()})
         self.base_context.update({f"params.{name}": param_text(value) for name, value in overrides.items()})
         self.params = dict(model.params)
@@ -120,7 +143,9 @@ class _Expander:
     def add_step(self, step_name: str) -> None:
         model = self.spec.model
         step = model.steps[step_name]
-        info = self.auto.resolve(step_name, step, _step_info(step_name, step, model))
+        info = _step_info(step_name, step, model)
+        if self.resolve is not None:
+            info = self.resolve(step_name, step, info)
         self.steps[step_name] = info
         context = {**self.base_context, "step": step_name}
         templates = _StepTemplates(step, self.run_id, context, info.axes)
@@ -237,7 +262,6 @@ def _helper_step(info: StepInfo, suffix: str) -> StepInfo:
         kind="transfer",
         axes=info.axes,
         resources=Resources(),
-        requirements=None,
         classads={},
         retries=2,
         retry_unless_exit=(2,),
@@ -280,7 +304,6 @@ def _step_info(name: str, step: StepSpec, model: PipelineSpec) -> StepInfo:
         kind=step.kind,
         axes=tuple(axis for axis in model.matrix if axis not in step.over),
         resources=_resources(step),
-        requirements=_requirements(step),
         classads=dict(step.classads),
         retries=step.retries.count,
         retry_unless_exit=tuple(step.retries.unless_exit),
@@ -291,6 +314,7 @@ def _step_info(name: str, step: StepSpec, model: PipelineSpec) -> StepInfo:
         checkpoint_files=tuple(step.checkpoint.files) if step.checkpoint else (),
         checkpoint_max_restarts=step.checkpoint.max_restarts if step.checkpoint else 0,
         runtime=_runtime(step, model),
+        engine_fields=_engine_fields(step),
     )
 
 
@@ -317,7 +341,7 @@ def _resources(step: StepSpec) -> Resources:
     numbers in the plan (each engine places GPUs its own way), the stricter of the step's and the class's."""
     res = step.resources
     placement = gpu_classes()[res.gpu_class] if res.gpu_class else GpuClass()
-    # `auto` fields hold the defaults here; AutoResources.resolve puts in what past runs suggest
+    # `auto` fields hold the defaults here; the StepResolver puts in what past runs suggest
     memory = _stricter(None if res.gpu_memory == AUTO else res.gpu_memory, placement.gpu_memory_mb)
     return Resources(
         cpus=_DEFAULTS.cpus if res.cpus == AUTO else res.cpus,
@@ -331,16 +355,17 @@ def _resources(step: StepSpec) -> Resources:
     )
 
 
-def _requirements(step: StepSpec) -> str | None:
+def _engine_fields(step: StepSpec) -> dict[str, dict[str, Any]]:
+    """The step's fields that one engine alone reads, in that engine's section (spec/engine_fields.py
+    ENGINE_OWNED): `requirements` as the expressions that must all hold, the GPU placement class's first
+    and the step's own as written; the engine combines them in its own words."""
     parts = []
     placement = gpu_classes()[step.resources.gpu_class] if step.resources.gpu_class else None
     if placement is not None and placement.requirements:
         parts.append(placement.requirements)
     if step.requirements:
-        parts.append(step.requirements.strip())  # as written: the condor engine puts it on one line
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else " && ".join(f"({part})" for part in parts)
+        parts.append(step.requirements.strip())
+    return {ENGINE_OWNED["requirements"]: {"requirements": parts}} if parts else {}
 
 
 def _trial_numbers(trial_number: int | None, trial_values: list[str] | None) -> dict[str, int | None] | None:

@@ -1,7 +1,12 @@
 """The Plan: the expanded, engine-neutral DAG that every engine takes as its single input.
 
-A Plan is plain data. Per-step constants (resources, placement, ClassAds) are shared objects so a
+A Plan is plain data. Per-step constants (resources, placement, attributes) are shared objects so a
 plan of 100k+ nodes stays small; per-node values are the node's argv, env, coordinates and paths.
+
+It knows no engine. A step field only one engine reads (HTCondor's ClassAd `requirements`) travels in
+that engine's own section of the step, StepInfo.engine_fields[ENGINE][FIELD], as the pipeline-level
+`condor:` settings travel in Plan.engine_defaults[ENGINE]: the plan carries them, the engine reads and
+checks them (its declared spec check), and nothing neutral interprets them.
 """
 
 from __future__ import annotations
@@ -12,7 +17,12 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-PLAN_FORMAT = 1
+from dagflow.spec.engine_fields import ENGINE_OWNED
+
+# 2: a step's `requirements` moved into its engine section (engine_fields["condor"]); format 1 plans (runs made
+# before) are read and moved the same way. Node fingerprints (cache keys) never held requirements: unchanged.
+PLAN_FORMAT = 2
+_READABLE_FORMATS = (1, PLAN_FORMAT)
 
 # argv[0] of a node that runs dagflow itself (a transfer step); each engine decides how to launch it
 # (the local engine uses the running interpreter, batch engines expect `dagflow` on the execute node).
@@ -64,9 +74,11 @@ class StepInfo:
     kind: str  # transfer | train | evaluate | command
     axes: tuple[str, ...]  # the matrix axes this step fans out over, in matrix order
     resources: Resources
-    # ClassAd expression the machine must satisfy, beyond the resource requests: the GPU placement
-    # class and the user's own expression, already parsed and normalised. None when unconstrained.
-    requirements: str | None
+    # Attributes every node of the step publishes about itself (the pipeline's `classads:`). Neutral, not an
+    # engine's section: every engine that can attach attributes to a job does (condor as job ClassAd
+    # attributes, Slurm and Grid Engine in the batch job's attribute record, engines/batch/submission.py),
+    # and reports show them whatever engine ran the step, so they are part of what a step is, not of how one
+    # engine places it. Their names and values are checked in the spec (spec/validate.py) for every engine.
     classads: dict[str, ClassAdValue]
     retries: int
     retry_unless_exit: tuple[int, ...]
@@ -81,6 +93,10 @@ class StepInfo:
     checkpoint_files: tuple[str, ...] = ()
     checkpoint_max_restarts: int = 0  # restarts of one node after which a checkpoint exit is a failure
     runtime: Runtime = Runtime()
+    # Fields only one engine reads, by engine name then field (spec/engine_fields.py ENGINE_OWNED says which),
+    # e.g. {"condor": {"requirements": ["HAS_A100", "CUDACapability >= 8.0"]}}: that engine alone interprets
+    # them. Empty for a step that sets none.
+    engine_fields: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -146,11 +162,11 @@ class Plan:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
-        if data.get("format") != PLAN_FORMAT:
+        if data.get("format") not in _READABLE_FORMATS:
             raise ValueError(f"unsupported plan format {data.get('format')!r}, expected {PLAN_FORMAT}")
         steps = {}
         for name, raw in data["steps"].items():
-            raw = dict(raw)
+            raw = _step_of_format_1(raw) if data["format"] == 1 else dict(raw)
             raw["resources"] = Resources(**raw["resources"])
             raw["axes"] = tuple(raw["axes"])
             raw["retry_unless_exit"] = tuple(raw["retry_unless_exit"])
@@ -188,3 +204,12 @@ class Plan:
             default=str,
         )
         return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _step_of_format_1(raw: dict[str, Any]) -> dict[str, Any]:
+    """A step as format 1 wrote it, in today's layout: its ClassAd `requirements` (one expression, already
+    joined) moved into the condor section, where format 2 keeps the expressions that must all hold."""
+    raw = dict(raw)
+    requirements = raw.pop("requirements", None)
+    raw["engine_fields"] = {ENGINE_OWNED["requirements"]: {"requirements": [requirements]}} if requirements else {}
+    return raw

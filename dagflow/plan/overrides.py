@@ -13,7 +13,7 @@ from difflib import get_close_matches
 from typing import Any
 
 from dagflow.errors import DagflowError, SpecError
-from dagflow.plan.expand import expand, param_text
+from dagflow.plan.expand import StepResolver, expand, param_text
 from dagflow.plan.model import Plan
 from dagflow.spec.load import Spec
 from dagflow.spec.yamlpos import load_yaml
@@ -112,10 +112,11 @@ def check_overrides(spec: Spec, overrides: Overrides) -> None:
             raise OverrideError(f"--set {name}: {name!r} is not a param of {where} (its params: {known}){hint}")
 
 
-def plan_with(spec: Spec, run_id: str | None, overrides: Overrides) -> Plan:
-    """The plan of spec with the overrides applied and recorded (a plain expand when there are none)."""
+def plan_with(spec: Spec, run_id: str | None, overrides: Overrides, *, resolve: StepResolver | None) -> Plan:
+    """The plan of spec with the overrides applied and recorded (a plain expand when there are none);
+    resolve fills in `auto` resources (expand's StepResolver)."""
     check_overrides(spec, overrides)
-    plan = expand(spec, run_id=run_id, params=overrides.params)
+    plan = expand(spec, run_id=run_id, params=overrides.params, resolve=resolve)
     if overrides.only:
         plan = select(plan, overrides.only)
     plan.overrides = overrides.to_dict()

@@ -146,12 +146,18 @@ def _placement_cell(report: RunReport, step_name: str) -> str:
     if step is None:
         return "<td></td>"
     parts = [f"{name} auto = {note}" for name, note in step.resource_notes.items()]
-    parts += [step.requirements] if step.requirements else []
+    parts += [f"{engine} {name} = {_field_text(value)}" for engine, section in step.engine_fields.items()
+              for name, value in section.items()]  # fields one engine reads, named with their engine
     parts += [f"{name} = {json.dumps(value, ensure_ascii=False)}" for name, value in step.classads.items()]
     text = "; ".join(parts)
     most = 3 * TEXT_CELL
     shown = text if len(text) <= most else text[: most - 1] + "…"
     return f'<td title="{esc(text)}">{esc(shown)}</td>'
+
+
+def _field_text(value: object) -> str:
+    """An engine field as the placement cell shows it: a list (expressions that must all hold) one by one."""
+    return "; ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
 
 def _regions_section(report: RunReport) -> str:

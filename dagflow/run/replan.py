@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 
 from dagflow.plan import Plan
 from dagflow.run.layout import RunLayout, file_hash, pipeline_path
+from dagflow.spec.load import SpecCheck
 
 
-def replanned(layout: RunLayout, plan: Plan) -> Plan | None:
+def replanned(layout: RunLayout, plan: Plan, checks: Sequence[SpecCheck] = ()) -> Plan | None:
     """The plan expanded again from its pipeline file when that file changed since the run was planned
-    and gives a different plan; else None."""
+    and gives a different plan; else None. checks: the engines' spec checks (engines/registry.py
+    spec_checks) the edited file is loaded with, as the run's engine gives them."""
     from dagflow.plan.overrides import Overrides, plan_with
+    from dagflow.resources.auto import AutoResources
     from dagflow.spec import load_spec
 
     source = pipeline_path(plan)
@@ -29,7 +33,8 @@ def replanned(layout: RunLayout, plan: Plan) -> Plan | None:
         return None  # planned from something else (a plan file, a search trial), or by an older dagflow
     if source is None or file_hash(source) == recorded:
         return None
-    fresh = plan_with(load_spec(source), plan.run_id, Overrides.from_dict(plan.overrides))  # as first planned
+    spec = load_spec(source, checks)
+    fresh = plan_with(spec, plan.run_id, Overrides.from_dict(plan.overrides), resolve=AutoResources(spec).resolve)
     fresh = dataclasses.replace(fresh, workdir=os.path.abspath(fresh.workdir), source=plan.source)
     return None if fresh.to_json() == plan.to_json() else fresh
 

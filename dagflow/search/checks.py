@@ -67,6 +67,7 @@ def metrics_clash(spec: Spec, filename: str, search_name: str | None = None) -> 
     """Trials that run at the same time must not write one metrics file: compare the files of two
     trials of the first region (when parallel > 1) and of one trial per region."""
     from dagflow.plan.expand import expand
+    from dagflow.resources.auto import AutoResources
 
     search, model = spec.model.search, spec.model
     assert search is not None
@@ -81,7 +82,7 @@ def metrics_clash(spec: Spec, filename: str, search_name: str | None = None) -> 
     owner: dict[str, str] = {}
     for run_id, region in pairs:
         try:
-            plan = expand(spec, run_id=run_id, params=defaults, trial=0)
+            plan = expand(spec, run_id=run_id, params=defaults, trial=0, resolve=AutoResources(spec).resolve)
         except SpecError:
             return None  # the expansion's own errors are reported where the plan is made
         for path in _metrics_paths(plan, objective_step, search.per, region):

@@ -28,6 +28,7 @@ from dagflow.bounded import BoundedInputError, loads_json
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.plan.expand import expand
+from dagflow.resources.auto import AutoResources
 from dagflow.search import ENGINES as OPTIMIZERS
 from dagflow.search.checks import early_stopping_problems, metrics_clash, optimizer_key
 from dagflow.search.progress import last_object
@@ -201,7 +202,7 @@ class PipelineTrials:
         self._check_metrics_apart()
 
     def plan(self, region: str, number: int, params: Mapping[str, Any], run_id: str) -> Plan:
-        plan = expand(self.spec, run_id=run_id, params=params, trial=number)
+        plan = expand(self.spec, run_id=run_id, params=params, trial=number, resolve=AutoResources(self.spec).resolve)
         if not self.per:
             return plan
         keep: set[str] = set()
@@ -306,7 +307,7 @@ class SpearmintTrials:
             *(["--python", self.python] if self.python else []),
         ]  # fmt: skip
         step = StepInfo(
-            name=JOB_STEP, kind="evaluate", axes=(), resources=Resources(), requirements=None, classads={},
+            name=JOB_STEP, kind="evaluate", axes=(), resources=Resources(), classads={},
             retries=0, retry_unless_exit=(), timeout_s=None, priority=0, metrics=str(result),
         )  # fmt: skip
         node = Node(

@@ -1,7 +1,13 @@
-"""Which step fields an engine will ignore: one located warning per step and field.
+"""Which step fields an engine will ignore (one located warning per step and field), and which fields
+belong to one engine alone.
 
 Engines declare the fields they honour (engines/base.py RESOURCE_FIELDS); a pipeline that sets one the
 chosen engine ignores still runs, but its nodes are placed without it, so the user hears of it.
+
+ENGINE_OWNED names the step fields written in the engine's own words, which only that engine reads: the
+plan carries them in that engine's section of the step (plan/model.py StepInfo.engine_fields) and that
+engine's declared spec check (engines/base.py EngineDeclaration.spec_check) checks them. The YAML keeps them
+where users write them (`requirements:` beside `resources:`); only their home in the plan is the engine's.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ from dagflow.spec.yamlpos import Path_, dotted
 _RESOURCE_KEYS = ("cpus", "memory", "memory_max", "disk", "gpus", "gpu_memory", "cuda_capability")
 # `runtime:` keys, as honours names them: what runs the node on the execute node, not where it is placed.
 RUNTIME_FIELDS = ("runtime.python", "runtime.container_image")
+# Step field -> the engine whose section of the plan carries it: HTCondor ClassAd expressions (the step's own
+# and its GPU placement class's) mean nothing to another engine.
+ENGINE_OWNED: dict[str, str] = {"requirements": "condor"}
 
 
 def _runtime_set(base: Path_, runtime: RuntimeSpec | None) -> Iterator[tuple[str, Path_]]:

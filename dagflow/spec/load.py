@@ -3,10 +3,15 @@
 The YAML is read with source positions (spec/yamlpos.py), checked as a whole (spec/validate.py), and
 either returned as a Spec or refused with a SpecError that lists every problem found, each located at
 file:line:column.
+
+`checks` are the engines' spec checks (engines/registry.py spec_checks): the fields only one engine reads
+are that engine's to check, and their problems join the document's own in the one SpecError. The spec knows
+no engine; its callers pass the checks in.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +30,11 @@ class Spec:
     filename: str = ""  # the file as the user named it, as diagnostics show it
 
 
-def load_spec(path: str | Path) -> Spec:
+SpecCheck = Callable[[Spec], list[Diagnostic]]
+"""An engine's check of a schema-valid Spec: every problem it finds, located in the pipeline file."""
+
+
+def load_spec(path: str | Path, checks: Sequence[SpecCheck] = ()) -> Spec:
     path = Path(path)
     name = str(path)
     try:
@@ -34,14 +43,18 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError([Diagnostic(name, 0, 0, "", "no such file")]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError([Diagnostic(name, 0, 0, "", f"cannot read the file: {exc}")]) from None
-    return parse_spec(text, name, base=path.resolve().parent)
+    return parse_spec(text, name, base=path.resolve().parent, checks=checks)
 
 
-def parse_spec(text: str, filename: str, base: Path | None = None) -> Spec:
+def parse_spec(text: str, filename: str, base: Path | None = None, checks: Sequence[SpecCheck] = ()) -> Spec:
     data, positions = load_yaml(text, filename)
     checked = check_document(data, positions, filename, base)
-    if checked.diagnostics or checked.model is None:
+    if checked.model is None:
         raise SpecError(checked.diagnostics)
     file = (base or Path.cwd()) / Path(filename).name
-    return Spec(model=checked.model, file=file, positions=positions, warnings=tuple(checked.warnings),
+    spec = Spec(model=checked.model, file=file, positions=positions, warnings=tuple(checked.warnings),
                 filename=filename)
+    problems = [*checked.diagnostics, *(problem for check in checks for problem in check(spec))]
+    if problems:
+        raise SpecError(list(dict.fromkeys(problems)))  # two engines' checks may find one problem
+    return spec

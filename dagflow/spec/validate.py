@@ -1,8 +1,10 @@
 """check_document(): every check of a pipeline document, reporting every problem at once.
 
 Schema checks come from the pydantic model; the checks that need the whole document (references
-between steps, cycles, templates, ClassAd syntax) run here on the raw data, guarded so that one
-malformed part never hides the problems in another.
+between steps, cycles, templates) run here on the raw data, guarded so that one malformed part never
+hides the problems in another. Fields only one engine reads (spec/engine_fields.py ENGINE_OWNED: ClassAd
+`requirements`) and an engine's own settings block (`condor:`) are that engine's to check, in its declared
+spec check (engines/base.py EngineDeclaration.spec_check), which load_spec runs with these (spec/load.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Any
 
-import classad2
 from pydantic import ValidationError
 
 from dagflow.errors import Diagnostic
@@ -42,7 +43,7 @@ from dagflow.spec.model import (
 )
 from dagflow.spec.runtime_checks import runtime_errors
 from dagflow.spec.schema_messages import schema_message
-from dagflow.spec.sharing import absolute_paths, undeclared_sharing
+from dagflow.spec.sharing import undeclared_sharing
 from dagflow.spec.templates import TemplateError, parse_template
 from dagflow.spec.units import DURATION_HELP, SIZE_HELP
 from dagflow.spec.yamlpos import Path_, Positions, dotted
@@ -105,8 +106,6 @@ def check_document(data: Any, positions: Positions, filename: str, base: Path | 
     checker.semantics(data)
     if model is not None:
         checker.diagnostics += runtime_errors(model, positions, filename)
-        if model.condor is not None and model.condor.data_mode == "transfer":  # declared: an error everywhere
-            checker.diagnostics += absolute_paths(model.steps, positions.of, filename)
         checker.warnings += undeclared_sharing(model.steps, positions.of, filename)
     return Checked(model, checker.diagnostics, checker.warnings)
 
@@ -387,7 +386,6 @@ class _Checker:
         self._env_names(base, step.get("env"))
         self._control_chars((*base, "classads"), step.get("classads"))
         self._classad_names(base, step.get("classads"), matrix)
-        self._requirements(base, step.get("requirements"))
         self._resources(base, step.get("resources"))
 
     def _template(self, path: Path_, text: str, variables: set[str], gathered: set[str]) -> None:
@@ -447,18 +445,6 @@ class _Checker:
                 self.add((*base, "classads", key), f"{key!r} is set by dagflow or HTCondor itself",
                          allowed="any other attribute name", key=True,
                          hint=None if setter == "dagflow" else f"dagflow sets it for {setter}")
-
-    def _requirements(self, base: Path_, requirements: Any) -> None:
-        if not isinstance(requirements, str):
-            return
-        if not requirements.strip():
-            self.add((*base, "requirements"), "requirements is empty")
-            return
-        try:
-            classad2.ExprTree(requirements)
-        except Exception:
-            self.add((*base, "requirements"), f"{requirements.strip()!r} does not parse as a ClassAd expression",
-                     hint="e.g. CUDACapability >= 7.0 && OpSys == \"LINUX\"")
 
     def _resources(self, base: Path_, resources: Any) -> None:
         if not isinstance(resources, dict):

@@ -18,6 +18,7 @@ from dagflow.engines.base import EngineBase, Report
 from dagflow.engines.batch.observe import BatchObserver, append_events
 from dagflow.engines.batch.records import JobRecord
 from dagflow.engines.batch.submitted import Submitted
+from dagflow.engines.registry import spec_checks
 from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
@@ -89,7 +90,7 @@ class BatchEngine(EngineBase):
                 f"wait for them or `dagflow cancel {layout.run_id}` first"
             )
         forget: frozenset[str] = frozenset()
-        fresh = replanned(layout, plan)
+        fresh = replanned(layout, plan, spec_checks(self.name, self.settings))
         if fresh is not None:  # the pipeline file was edited: run what the edit changed, and what follows it
             forget = changed_nodes(plan, fresh)
             write_atomic(layout.plan_path, fresh.to_json().encode())

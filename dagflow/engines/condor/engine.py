@@ -32,8 +32,9 @@ from dagflow.engines.condor.schedd import (
     submit_dagman,
 )
 from dagflow.engines.condor.settings import CONDOR_OPTIONS
-from dagflow.engines.condor.transfer import DEFAULT_DATA_MODE, TRANSFER, DataModeError, resolve_data_mode
-from dagflow.errors import DagflowError, Diagnostic, SpecError
+from dagflow.engines.condor.transfer import DataModeError, resolve_data_mode
+from dagflow.engines.registry import spec_checks
+from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
@@ -41,9 +42,7 @@ from dagflow.run.journal import DONE_STATES
 from dagflow.run.layout import DEFAULT_RUNS_DIR, DRY_RUN_FILE, RunLayout
 from dagflow.run.replan import changed_nodes, replanned
 from dagflow.run.status import RUN_RUNNING, RunStatus
-from dagflow.spec import Spec, load_spec
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
-from dagflow.spec.sharing import absolute_paths
 from dagflow.text import plural
 
 
@@ -55,24 +54,13 @@ class NothingToResubmitError(CondorRunError):
     """The run succeeded and its pipeline did not change since."""
 
 
-def check_transfer_spec(plan: Plan, data_mode: str | None) -> str:
-    """The run's data mode (--data-mode, else the pipeline's, else transfer); in the transfer mode, a
-    SpecError locating each command path the job could not see (the pipeline file is read again for
-    the positions)."""
+def run_data_mode(plan: Plan, data_mode: str | None) -> str:
+    """The run's data mode (--data-mode, else the pipeline's, else transfer). What that mode cannot run was
+    refused when the pipeline was loaded, by this engine's spec check (spec_checks.py)."""
     try:
-        mode = resolve_data_mode(data_mode, plan)
+        return resolve_data_mode(data_mode, plan)
     except DataModeError as error:
         raise CondorRunError(str(error)) from None
-    if mode == TRANSFER and Path(plan.source).is_file():
-        problems = transfer_spec_errors(load_spec(plan.source))
-        if problems:
-            raise SpecError(problems)
-    return mode
-
-
-def transfer_spec_errors(spec: Spec) -> list[Diagnostic]:
-    """What the transfer data mode cannot run: undeclared absolute paths in commands (located)."""
-    return absolute_paths(spec.model.steps, spec.positions.of, spec.filename or str(spec.file))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +96,7 @@ def prepare_condor(
     data_mode: --data-mode (None: the pipeline's `condor: {data_mode}`, else transfer), recorded in run.json."""
     validate_run_id(plan.run_id)
     target = target or ScheddTarget()
-    mode = check_transfer_spec(plan, data_mode)
+    mode = run_data_mode(plan, data_mode)
     layout = RunLayout(Path(runs_dir).absolute(), plan.run_id)
     if layout.exists():  # a directory without plan.json is a prepare cut short: compiled again
         raise CondorRunError(f"run {plan.run_id} already exists in {layout.runs_dir}; choose another --run-id")
@@ -178,7 +166,7 @@ def resubmit_condor(layout: RunLayout, dry_run: bool = False, options: DagOption
             f"`dagflow cancel {layout.run_id}` first"
         )
     plan = layout.load_plan()
-    fresh = replanned(layout, plan)
+    fresh = replanned(layout, plan, spec_checks("condor", {"data_mode": prepared.record.data_mode}))
     if fresh is not None:
         return _resubmit_edited(prepared, status, plan, fresh, dry_run, options)
     if status.state == "succeeded":
@@ -211,7 +199,7 @@ def _resubmit_edited(
     if dry_run:
         return Submission(prepared, f"# would compile {fresh.source} again and mark {plural(len(kept), 'node')} DONE",
                           None, rescue)
-    mode = check_transfer_spec(fresh, prepared.record.data_mode)
+    mode = run_data_mode(fresh, prepared.record.data_mode)
     dag = compile_plan(fresh, prepared.dag.parent, options=options, log_dir=layout.logs_dir, data_mode=mode)
     if dag != prepared.dag:  # the pipeline was renamed: its DAG file with it
         prepared.record.dag = str(dag)
@@ -296,14 +284,6 @@ class CondorEngine(EngineBase):
                 f"(submit them later with `dagflow resubmit {layout.run_id}`)"
             ) from None
         return _handle(self.last)
-
-    @classmethod
-    def spec_errors(cls, spec: Spec) -> list[Diagnostic]:
-        """`dagflow validate --engine condor`: errors in the data mode the pipeline runs in by default."""
-        declared = spec.model.condor.data_mode if spec.model.condor else None
-        if (declared or DEFAULT_DATA_MODE) != TRANSFER or declared == TRANSFER:  # declared: parse_spec said it
-            return []
-        return transfer_spec_errors(spec)
 
     def resume(self, run_dir: Path) -> str:
         recorded = load_prepared(RunLayout.from_run_dir(run_dir)).record.data_mode

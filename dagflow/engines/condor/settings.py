@@ -29,4 +29,10 @@ ENGINE = EngineDeclaration(
     CONDOR_OPTIONS,
     Capabilities(shared_filesystem=False, streams_progress=False, arrays=False),
     legacy_marker="condor/run.json",
+    spec_check="dagflow.engines.condor.spec_checks:check_spec",
+    provides=(
+        ("compile", "dagflow.engines.condor.commands:compile_dag"),  # `dagflow compile`
+        ("lint", "dagflow.engines.condor.lint"),  # `dagflow lint`
+        ("cron", "dagflow.engines.condor.cron"),  # `dagflow schedule install --condor`
+    ),
 )

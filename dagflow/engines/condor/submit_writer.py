@@ -18,6 +18,7 @@ from dagflow.engines.condor import escape
 from dagflow.engines.condor.checkpoint import checkpoint_lines
 from dagflow.engines.condor.gpu_memory import fill_match_time
 from dagflow.engines.condor.memory_policy import with_memory_growth
+from dagflow.engines.condor.step_fields import requirements_expression
 from dagflow.engines.condor.templates import fill, load_template
 from dagflow.engines.condor.transfer import (
     INPUTS_MACRO,
@@ -131,15 +132,15 @@ def requirements(step: StepInfo) -> str:
         # `countMatches(MY.RequireGPUs, TARGET.AvailableGPUs) >= RequestGPUs` (or `TARGET.GPUs >= RequestGPUs`
         # without per-GPU limits) itself, and leaves it out when the requirements already name TARGET.GPUs.
         clauses.append("(TARGET.HAS_GPU =?= true)")
-    if step.requirements:
-        clauses.append("(" + _one_line_expression(step) + ")")
+    expression = requirements_expression(step)
+    if expression:
+        clauses.append("(" + _one_line_expression(step, expression) + ")")
     return escape.submit_literal(" && ".join(clauses), f"step {step.name} requirements")
 
 
-def _one_line_expression(step: StepInfo) -> str:
+def _one_line_expression(step: StepInfo, text: str) -> str:
     """The step's requirements checked by HTCondor's parser; a multi-line YAML expression is re-serialised
     by it onto one line."""
-    text = step.requirements or ""
     try:
         tree = classad2.ExprTree(text)
     except Exception as error:

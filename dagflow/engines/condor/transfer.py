@@ -57,10 +57,14 @@ def check_data_mode(mode: str) -> str:
     return mode
 
 
-def resolve_data_mode(flag: str | None, plan: Plan) -> str:
-    """--data-mode, else the pipeline's `condor: {data_mode}`, else transfer."""
-    declared = plan.engine_defaults.get("condor", {}).get("data_mode")
+def choose_data_mode(flag: str | None, declared: str | None) -> str:
+    """The one rule: --data-mode, else the pipeline's `condor: {data_mode}`, else transfer."""
     return check_data_mode(flag or declared or DEFAULT_DATA_MODE)
+
+
+def resolve_data_mode(flag: str | None, plan: Plan) -> str:
+    """The run's data mode (choose_data_mode), the pipeline's as the plan carries it."""
+    return choose_data_mode(flag, plan.engine_defaults.get("condor", {}).get("data_mode"))
 
 
 def runs_on_access_point(step: StepInfo) -> bool:

@@ -22,4 +22,5 @@ ENGINE = EngineDeclaration(
     "dagflow.engines.local.contract:LocalEngineContract",
     LOCAL_OPTIONS,
     Capabilities(shared_filesystem=True, streams_progress=True, arrays=False),
+    provides=(("check_devices", "dagflow.engines.local.devices:check_devices"),),  # `dagflow search run --gpus`
 )

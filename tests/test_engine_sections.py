@@ -1,0 +1,104 @@
+"""A plan that belongs to no engine (#31 items 1 and 2): fields only one engine reads ride in its section of
+the plan, and the engine checks them once, through the spec check its declaration names."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from dagflow.cli.app import app
+from dagflow.engines.condor.step_fields import requirements_expression
+from dagflow.engines.registry import register_engine, spec_checks, unregister_engine
+from dagflow.errors import Diagnostic, SpecError
+from dagflow.plan import Plan
+from dagflow.plan.expand import expand
+from dagflow.spec import Spec, parse_spec
+from dagflow.spec.yamlpos import dotted
+
+PIPELINE = """\
+name: p
+matrix: {region: [us, br]}
+steps:
+  train:
+    command: python train.py {region}
+    requirements: CUDACapability >= 7.0
+    classads: {Team: recs}
+"""
+
+
+def test_spec_and_plan_import_no_htcondor_bindings() -> None:
+    code = "import sys, dagflow.spec, dagflow.plan; print(sorted({'classad2', 'htcondor2'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_requirements_ride_in_the_condor_section_and_a_format_1_plan_reads_into_it() -> None:
+    plan = expand(parse_spec(PIPELINE, "p.yaml"), run_id="r")
+    step = plan.steps["train"]
+    assert step.engine_fields == {"condor": {"requirements": ["CUDACapability >= 7.0"]}}
+    assert step.classads == {"Team": "recs"}  # neutral: every engine publishes them
+    old = json.loads(plan.to_json())  # as a dagflow before the engine sections wrote it
+    old["format"] = 1
+    for raw in old["steps"].values():
+        parts = raw.pop("engine_fields").get("condor", {}).get("requirements")
+        raw["requirements"] = parts[0] if parts else None
+    earlier = Plan.from_dict(old)
+    assert earlier.steps == plan.steps
+    assert requirements_expression(earlier.steps["train"]) == "CUDACapability >= 7.0"
+    # cache keys are the node fingerprints: an earlier run's stay valid
+    assert [earlier.node_fingerprint(n) for n in earlier.nodes.values()] == [
+        plan.node_fingerprint(n) for n in plan.nodes.values()
+    ]
+
+
+def test_the_spec_knows_no_classad_syntax_the_condor_check_does() -> None:
+    bad = PIPELINE.replace("CUDACapability >= 7.0", '"CUDACapability >= && "')
+    parse_spec(bad, "p.yaml")  # the spec alone: an engine's field is the engine's to check
+    with pytest.raises(SpecError) as caught:
+        parse_spec(bad, "p.yaml", checks=spec_checks())
+    [problem] = caught.value.diagnostics
+    assert problem.render().startswith("p.yaml:6:19: steps.train.requirements: ")
+    assert "does not parse as a ClassAd expression" in problem.message
+
+
+def refuse_team(spec: Spec, settings: Mapping[str, Any] | None) -> list[Diagnostic]:
+    """A plugin engine's spec check: with its settings (it runs the pipeline), a classad `Team` is refused."""
+    if settings is None:
+        return []
+    return [
+        Diagnostic(spec.filename, *spec.positions.of(("steps", name, "classads", "Team"), key=True),
+                   dotted(("steps", name, "classads", "Team")),
+                   f"the checked engine refuses Team (jobs={settings['jobs']})")
+        for name, step in spec.model.steps.items() if "Team" in step.classads
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def checked_engine():  # type: ignore[no-untyped-def]
+    register_engine("checked", "dagflow.engines.local.contract:LocalEngineContract",
+                    spec_check=f"{__name__}:refuse_team")  # fmt: skip
+    yield "checked"
+    unregister_engine("checked")
+
+
+def test_an_engines_declared_check_is_reached_by_validate_and_run(tmp_path: Path, checked_engine: str) -> None:
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(textwrap.dedent(PIPELINE))
+    runner = CliRunner()
+    plain = runner.invoke(app, ["validate", str(pipeline)])
+    assert plain.exit_code == 0, plain.output
+    for args in (["validate", str(pipeline), "--engine", checked_engine],
+                 ["run", str(pipeline), "--engine", checked_engine, "--runs-dir", str(tmp_path / "runs")]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        refused = f"{pipeline}:7:16: steps.train.classads.Team: the checked engine refuses Team (jobs=None)"
+        assert refused in result.output
+    assert not (tmp_path / "runs").exists()
