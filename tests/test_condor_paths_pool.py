@@ -194,6 +194,8 @@ def test_schedule_install_condor_fires_and_remove_takes_it_out_of_the_queue(cond
         cluster = int(match.group(1))
         attributes = queued(pool, cluster, "JobUniverse", "OnExitRemove", "CronMinute", "DagflowSchedulePipeline")
         assert attributes == [f"12 false * {work / 'pipeline.yaml'}"], attributes  # 12: the local universe
+        listed = pool.dagflow(["schedule", "list"], cwd=work)  # the queue, not only the crontab (#28 8a)
+        assert f"{work / 'pipeline.yaml'}\n  * * * * * (HTCondor cron job {cluster}): next " in listed.stdout, listed
 
         runs = work / ".dagflow" / "runs"
         pool.wait_until(lambda: runs.is_dir() and any(runs.glob("tick-*")), "the cron job's first firing", 300)
@@ -208,6 +210,8 @@ def test_schedule_install_condor_fires_and_remove_takes_it_out_of_the_queue(cond
         pool.wait_until(lambda: not queued(pool, cluster, "JobStatus"), f"cron job {cluster} to leave the queue", 120)
         again = pool.dagflow(["schedule", "remove", "pipeline.yaml"], cwd=work)
         assert "no schedule installed" in again.stdout, again.stdout
+        listed = pool.dagflow(["schedule", "list", "pipeline.yaml"], cwd=work)
+        assert "no dagflow schedule installed for pipeline.yaml" in listed.stdout, listed
     finally:
         if cluster is not None:
             pool.run(["condor_rm", str(cluster)], check=False)

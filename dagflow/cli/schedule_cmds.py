@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -100,32 +101,46 @@ def install_command(
 def list_command(
     pipeline: Annotated[Path | None, typer.Argument(help="Only this pipeline [default: every one].")] = None,
 ) -> None:
-    """Show the installed dagflow schedules with their next three fire times."""
+    """Show the installed dagflow schedules (crontab lines, and HTCondor cron jobs in the local schedd's
+    queue) with their next three fire times."""
+    from dagflow.schedule import condor as condor_job
     from dagflow.schedule import crontab
-    from dagflow.spec.cron import CronError
 
     try:
         blocks = crontab.installed_blocks(crontab.read_crontab())
     except DagflowError as error:
         fail(error)
+    shown: dict[str, list[str]] = {}
+    for path, lines in blocks.items():
+        for line in lines:
+            if line.strip() and not line.lstrip().startswith("#"):
+                only = line.split("--only ", 1)[1].split()[0] if "--only " in line else ""
+                shown.setdefault(path, []).append(_schedule_line(" ".join(line.split()[:5]), only))
+    try:
+        for path, cluster, cron in condor_job.queued():
+            shown.setdefault(path, []).append(_schedule_line(cron, f"HTCondor cron job {cluster}"))
+    except DagflowError as error:  # HTCondor is configured here, but its schedd does not answer
+        print(f"HTCondor cron jobs not listed: {error}", file=sys.stderr)
     if pipeline is not None:
         key = str(pipeline.absolute())
-        blocks = {key: blocks[key]} if key in blocks else {}
-    if not blocks:
+        shown = {key: shown[key]} if key in shown else {}
+    if not shown:
         print(f"no dagflow schedule installed{f' for {pipeline}' if pipeline else ''}")
         return
-    for path, lines in blocks.items():
+    for path, lines in shown.items():
         print(path)
         for line in lines:
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            cron = " ".join(line.split()[:5])
-            only = line.split("--only ", 1)[1].split()[0] if "--only " in line else ""
-            try:
-                when = _fire_times(cron)
-            except CronError as error:
-                when = f"not a valid schedule ({error})"
-            print(f"  {cron}{f' ({only})' if only else ''}: next {when}")
+            print(line)
+
+
+def _schedule_line(cron: str, label: str) -> str:
+    from dagflow.spec.cron import CronError
+
+    try:
+        when = _fire_times(cron)
+    except CronError as error:
+        when = f"not a valid schedule ({error})"
+    return f"  {cron}{f' ({label})' if label else ''}: next {when}"
 
 
 def _remove_condor(path: Path) -> None:

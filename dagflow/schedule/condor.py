@@ -81,3 +81,8 @@ def uninstall(pipeline: Path) -> int:
     removed = _cron().remove(pipeline)
     record_file(pipeline).unlink(missing_ok=True)
     return removed
+
+
+def queued() -> list[tuple[str, int, str]]:
+    """The dagflow cron jobs in the local schedd's queue: (pipeline, cluster, cron fields)."""
+    return _cron().queued()

@@ -21,6 +21,7 @@ from dagflow.engines.condor import escape
 from dagflow.engines.condor.schedd import CondorUnreachableError, ScheddTarget, connect
 
 CRON_COMMANDS = ("cron_minute", "cron_hour", "cron_day_of_month", "cron_month", "cron_day_of_week")
+CRON_ATTRIBUTES = ("CronMinute", "CronHour", "CronDayOfMonth", "CronMonth", "CronDayOfWeek")  # what they set
 PIPELINE_ATTRIBUTE = "DagflowSchedulePipeline"
 # Where HTCondor looks for its configuration when CONDOR_CONFIG is not set (after /etc/condor).
 DEFAULT_CONFIGS = ("/etc/condor/condor_config", "/usr/local/etc/condor_config")
@@ -115,3 +116,22 @@ def submit(submit_file: Path, pipeline: Path) -> tuple[int, int]:
 def remove(pipeline: Path) -> int:
     """Remove the pipeline's cron jobs from the local schedd's queue; how many were removed."""
     return _remove_jobs(connect(ScheddTarget()), pipeline, "dagflow schedule remove")
+
+
+def queued() -> list[tuple[str, int, str]]:
+    """Every dagflow cron job in the local schedd's queue, whoever installed it: (pipeline, cluster, the five
+    cron fields). Empty when no HTCondor is configured here; CondorUnreachableError when its schedd is not."""
+    if condor_config() is None:
+        return []
+    projection = ["ClusterId", PIPELINE_ATTRIBUTE, *CRON_ATTRIBUTES]
+    try:
+        ads = connect(ScheddTarget()).query(constraint=f"{PIPELINE_ATTRIBUTE} isnt undefined", projection=projection)
+    except CondorUnreachableError:
+        raise
+    except Exception as error:  # htcondor2's HTCondorException
+        raise CondorUnreachableError(f"cannot list the HTCondor cron jobs: {' '.join(str(error).split())}") from None
+    jobs = []
+    for ad in ads:
+        fields = " ".join(str(ad.get(name, "*")) for name in CRON_ATTRIBUTES)
+        jobs.append((str(ad.get(PIPELINE_ATTRIBUTE, "")), int(ad.get("ClusterId", 0)), fields))
+    return sorted(jobs)
