@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dagflow.engines.base import EngineBase, EngineOption, Report
-from dagflow.engines.local.earlier_runs import unjournaled_nodes
 from dagflow.engines.local.engine import LocalEngine, resume_local, run_local
 from dagflow.engines.local.options import RunOptions
+from dagflow.engines.local.recovery import unjournaled_nodes
 from dagflow.engines.local.reporting import JsonReporter, PlainReporter, Reporter
 from dagflow.engines.local.settings import LOCAL_OPTIONS
 from dagflow.plan import Plan

@@ -22,9 +22,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from dagflow.engines.local.procs import keeper_alive, node_alive, read_procs
+from dagflow.engines.local.recovery import unjournaled_nodes
 from dagflow.plan import Plan
-from dagflow.run.journal import RUNNING, read_journal
 from dagflow.run.layout import DRY_RUN_FILE, SEARCH_TRIAL_FILE, RunLayout, RunNotFoundError, list_runs
 from dagflow.run.lock import holder_pid, is_locked
 
@@ -70,7 +69,7 @@ def earlier_runs(plan: Plan, runs_dir: Path, engine: str = "local") -> EarlierRu
         if run_id == plan.run_id or not _may_be_unsettled(layout, engine):
             continue
         locked = is_locked(layout.lock_path)
-        pending = frozenset() if locked else _pending_nodes(layout)
+        pending = frozenset() if locked else frozenset(unjournaled_nodes(layout))
         if not locked and not pending:
             continue
         try:
@@ -105,26 +104,3 @@ def _ends_with_finish(journal: Path) -> bool:
     except OSError:
         return False
     return b'"e":"finish"' in tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]  # journal.py writes compact JSON
-
-
-def _pending_nodes(layout: RunLayout) -> frozenset[str]:
-    return frozenset(unjournaled_nodes(layout))
-
-
-def unjournaled_nodes(layout: RunLayout) -> dict[str, int | None]:
-    """For a run no runner is running: its nodes that a keeper still runs (None), or whose exit a keeper
-    recorded after the runner died (the exit code); a resume adopts the first and takes the second."""
-    procs = read_procs(layout.procs_path)
-    if not procs:
-        return {}
-    journal = read_journal(layout.journal_path)
-    found: dict[str, int | None] = {}
-    for name, entry in procs.items():
-        record = journal.nodes.get(name)
-        if record is not None and record.pid == entry.pid and record.state != RUNNING:
-            continue  # its end is journaled
-        if entry.rc is not None:
-            found[name] = entry.rc
-        elif keeper_alive(entry.keeper, layout.run_dir) or node_alive(entry.pid, layout.run_id, name):
-            found[name] = None
-    return found

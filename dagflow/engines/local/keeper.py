@@ -14,7 +14,7 @@ of them), the way DAGMan's job log and Nextflow's `.exitcode` files do:
      "w": wall s, "c": cpu s, "m": max rss KB, "t": unix time}      what it used, from wait4's rusage
 
 so a runner that resumes the run adopts a node still running (and waits for it) and takes the result of
-one that finished while no runner was alive (runner.py).
+one that finished while no runner was alive (adoption.py, by recovery.py's rule).
 
 Before its first node starts, the keeper forks: the process the runner started (its pid is the "k" of
 the records) becomes the warden, a child subreaper (prctl(2)) that only waits, and the child goes on as

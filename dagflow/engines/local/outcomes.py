@@ -1,0 +1,217 @@
+"""Outcomes: what the keeper reports of a node, recorded: its start, and its end with what that end
+means (succeeded, failed, interrupted, out of memory, checkpointed, or a try that retries), journaled and
+reported, and what follows from it (its children released, or blocked); at the end, the run's result.
+
+A mixin of LocalRunner (runner.py), on the runner's own tables: no indirection on the per-node path.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+
+from dagflow.engines.local.cache import NodeCache
+from dagflow.engines.local.graph import DagTracker
+from dagflow.engines.local.memory_limit import MEMORY_CHECK_S, MemoryGrowth
+from dagflow.engines.local.memory_limit import enforced as memory_enforced
+from dagflow.engines.local.node_reaper import NodeReaper
+from dagflow.engines.local.procs import kill_group
+from dagflow.engines.local.reporting import Reporter
+from dagflow.engines.local.result import RUN_FAILED, RUN_INTERRUPTED, RUN_SUCCEEDED, Failure, RunResult
+from dagflow.engines.local.running_node import RunningNode
+from dagflow.engines.local.usage_recorder import UsageRecorder, attempt_key
+from dagflow.plan import Plan
+from dagflow.run.exits import describe_exit
+from dagflow.run.journal import (
+    CHECKPOINTED,
+    FAILED,
+    INTERRUPTED,
+    PENDING,
+    RETRYING,
+    SUCCEEDED,
+    UPSTREAM_FAILED,
+    JournalWriter,
+)
+from dagflow.run.layout import RunLayout
+
+
+class Outcomes:
+    """Node starts and ends. Uses the runner's attributes below, and `_free` and `_release` (ready.py)."""
+
+    plan: Plan
+    layout: RunLayout
+    memory: MemoryGrowth
+    usage: UsageRecorder
+    reaper: NodeReaper
+    reporter: Reporter
+    journal: JournalWriter
+    cache: NodeCache | None
+    tracker: DagTracker
+    running: dict[str, RunningNode]
+    states: dict[str, str]
+    keys: dict[str, str]
+    failed_tries: dict[str, int]  # failed attempts (what retries count)
+    restarts: dict[str, int]  # checkpoint restarts over the whole run (what max_restarts caps)
+    failures: list[Failure]
+    _stops_handled: int
+    _keeper_pid: int | None  # our keeper's (keeper_link.py)
+    _add_timer: Callable[[float, str, str, int], None]  # Limits.add (limits.py)
+    _free: Callable[[RunningNode], None]  # ready.py
+    _release: Callable[[list[str]], None]  # ready.py
+
+    def _started(self, running: RunningNode, pid: int) -> None:
+        """The keeper started it (at once, or as a follower when its leader exited)."""
+        name, attempt, step = running.name, running.attempt, running.step
+        running.pid = pid
+        running.started = now = time.monotonic()
+        devices = tuple(gpu.index for gpu in running.gpus)
+        self.usage.started(name, devices, None)
+        self.usage.pid_known(name, pid)
+        # Journaled this turn (its keeper has recorded it in procs.jsonl already).
+        self.journal.write({"e": "start", "n": name, "a": attempt, "pid": pid})
+        if running.pending_signal is not None:
+            kill_group(pid, running.pending_signal)
+        if step.timeout_s:
+            self._add_timer(now + step.timeout_s, "timeout", name, attempt)
+        if memory_enforced(step):
+            self._add_timer(now + MEMORY_CHECK_S, "memory", name, attempt)
+        self.reporter.node_started(name, attempt, devices)
+
+    def _cannot_start(self, running: RunningNode, program: str, error: str) -> None:
+        why = f"cannot start {program!r}: {error}"
+        path = self.layout.stderr_path(running.name)
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if running.attempt > 1 else os.O_TRUNC)
+        fd = os.open(path, flags, 0o644)
+        try:
+            banner = f"\n=== dagflow: attempt {running.attempt} ===\n" if os.fstat(fd).st_size else ""
+            os.write(fd, f"{banner}dagflow: {why}\n".encode())
+        finally:
+            os.close(fd)
+        self._finished(running, 127, why)
+
+    def _exited(self, running: RunningNode, rc: int) -> None:
+        why = None
+        if running.kill_reason == "timeout":
+            why = f"timed out after {running.step.timeout_s}s"
+        elif running.kill_reason == "interrupt":
+            why = "interrupted"
+        elif running.kill_reason == "oom" or (
+            running.kill_reason is None and rc == -signal.SIGKILL and memory_enforced(running.step)
+        ):  # a SIGKILL nobody here sent: the kernel's OOM killer
+            running.kill_reason = "oom"
+            limit = self.memory.limit(running.name, running.step)
+            peak = self.memory.peaks.get(running.name)
+            why = f"out of memory: over its {limit} MB limit" + (f" ({peak:.0f} MB resident)" if peak else "")
+        elif rc != 0:
+            why = describe_exit(rc)
+        self._finished(running, rc, why)
+
+    def _checkpointed(self, running: RunningNode, rc: int) -> bool:
+        """The node exited with its step's checkpoint code, by itself, and may restart once more."""
+        step = running.step
+        return (
+            step.checkpoint_exit_code is not None
+            and rc == step.checkpoint_exit_code
+            and running.kill_reason is None
+            and self.restarts.get(running.name, 0) < step.checkpoint_max_restarts
+        )
+
+    def _finished(self, running: RunningNode, rc: int, why: str | None) -> None:
+        name, step, attempt = running.name, running.step, running.attempt
+        if self.running.get(name) is running:
+            self._free(running)
+        self.reaper.node_ended()
+        keeper = running.keeper if running.adopted else self._keeper_pid
+        devices = tuple(gpu.index for gpu in running.gpus)
+        key = attempt_key(keeper, running.pid)  # None: it never started, and gets no usage record
+        resources = self.memory.resources(name, step)  # what this attempt asked (before any growth)
+        self.usage.finished(
+            name, step.name, attempt, resources, devices, running.measured, key, rc, running.kill_reason
+        )
+        duration = time.monotonic() - running.started
+        event = {"e": "end", "n": name, "a": attempt, "s": SUCCEEDED, "rc": rc}
+        if rc == step.checkpoint_exit_code and running.kill_reason is None and not self._checkpointed(running, rc):
+            why = f"exit code {rc} after {self.restarts.get(name, 0)} checkpoint restarts (checkpoint.max_restarts)"
+        if running.kill_reason == "interrupt":
+            state = INTERRUPTED
+        elif why is None:
+            state = SUCCEEDED
+        elif self._checkpointed(running, rc):
+            state = CHECKPOINTED
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+            why = f"checkpointed (exit code {rc}): restart {self.restarts[name]} of {step.checkpoint_max_restarts}"
+        elif running.kill_reason == "oom" and not self._stops_handled:
+            grown = self.memory.grow(name, step)
+            if grown:  # runs again with more memory: not a failed try that `retries` counts
+                state = "retry"
+                self.failed_tries[name] = self.failed_tries.get(name, 0) - 1
+                why = f"{why}; again with {grown} MB (memory_max {step.resources.memory_max_mb} MB)"
+            else:
+                state = FAILED
+                why = f"{why}, at its memory_max"
+        elif (
+            self.failed_tries.get(name, 0) < step.retries
+            and not self._stops_handled
+            and not (running.kill_reason is None and rc >= 0 and rc in step.retry_unless_exit)
+        ):
+            state = "retry"
+        else:
+            state = FAILED
+        event["s"] = state
+        if why:
+            event["why"] = why
+        key = self.keys.get(name)
+        if state == SUCCEEDED and key:
+            event["k"] = key
+        self.journal.write(event, durable=True)
+        tries = self.failed_tries.get(name, 0) + 1  # restarts from a checkpoint are the same attempt
+        self.reporter.node_finished(name, state, tries, rc, why, duration)
+        if state == SUCCEEDED:
+            self.states[name] = SUCCEEDED
+            if key and self.cache is not None:
+                self.cache.record(key, self.plan, self.plan.nodes[name])
+            self._release(self.tracker.succeeded(name))
+        elif state == "retry":
+            self.failed_tries[name] = self.failed_tries.get(name, 0) + 1
+            self.states[name] = RETRYING
+            self.tracker.push(name, front=True)
+        elif state == CHECKPOINTED:  # its checkpoint files stay where it wrote them; it starts again from them
+            self.states[name] = CHECKPOINTED
+            if not self._stops_handled:
+                self.tracker.push(name, front=True)
+        elif state == INTERRUPTED:
+            self.states[name] = INTERRUPTED
+        else:
+            self.states[name] = FAILED
+            log = self.layout.failure_log(name)
+            self.failures.append(Failure(name, why or describe_exit(rc), self.failed_tries.get(name, 0) + 1, log))
+            blocked = self.tracker.failed(name)
+            if blocked:
+                for child in blocked:
+                    self.states[child] = UPSTREAM_FAILED
+                self.journal.write({"e": "upstream_failed", "n": blocked, "by": name}, durable=True)
+                self.reporter.nodes_blocked(blocked, name)
+
+    def _result(self, t0: float, resumed_done: int) -> RunResult:
+        """The run's result, journaled (its `finish` event) and reported."""
+        state = RUN_INTERRUPTED if self._stops_handled else RUN_FAILED if self.failures else RUN_SUCCEEDED
+        self.usage.flush()
+        self.journal.write({"e": "finish", "s": state}, durable=True)
+        self.journal.flush()
+        states = {name: self.states.get(name, PENDING) for name in self.plan.nodes}
+        for name, node_state in states.items():
+            if node_state in (RETRYING, CHECKPOINTED):  # stopped before its next attempt
+                states[name] = INTERRUPTED
+        result = RunResult(
+            run_id=self.layout.run_id,
+            run_dir=self.layout.run_dir,
+            state=state,
+            states=states,
+            duration_s=time.monotonic() - t0,
+            failures=self.failures,
+            resumed_done=resumed_done,
+        )
+        self.reporter.run_finished(result)
+        return result
