@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from test_local_support import cli_env, dagflow_cli, make_plan, node, step
 
 from dagflow.run.journal import read_journal
@@ -121,6 +122,7 @@ def test_a_node_that_failed_while_no_runner_lived_keeps_its_exit_code(tmp_path: 
     assert (record.state, record.rc) == ("failed", 3)
 
 
+@pytest.mark.slow
 def test_resume_after_fixing_the_pipeline_runs_the_fixed_command_and_keeps_unchanged_nodes(tmp_path: Path) -> None:
     pipeline = tmp_path / "pipeline.yaml"
     broken = (
@@ -145,3 +147,19 @@ def test_resume_after_fixing_the_pipeline_runs_the_fixed_command_and_keeps_uncha
     again = dagflow_cli("run", "--resume", "fx", cwd=tmp_path)  # nothing changed since: nothing reruns
     assert again.returncode == 0 and "re-planned" not in again.stderr
     assert sorted((tmp_path / "runs.log").read_text().split()) == ["fixd", "fixed", "other", "prep"]
+
+
+def test_an_edit_a_resume_takes_is_checked_by_the_engines_as_a_fresh_run_would_be(tmp_path: Path) -> None:
+    """The edited file is loaded with every engine's own checks (here HTCondor's parser of `requirements`),
+    as `dagflow run` checks a fresh file: a bad expression is a located error, not a silently kept plan."""
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text("name: fixme\nsteps:\n  train:\n    command: sh -c 'exit 1'\n")
+    first = dagflow_cli("run", "pipeline.yaml", "--run-id", "fx", cwd=tmp_path)
+    assert first.returncode == 1, first.stdout + first.stderr
+    pipeline.write_text("name: fixme\nsteps:\n  train:\n    command: 'true'\n    requirements: 'Memory >= (2'\n")
+    fresh = dagflow_cli("validate", "pipeline.yaml", cwd=tmp_path)
+    assert fresh.returncode == 2, fresh.stdout + fresh.stderr
+    resumed = dagflow_cli("run", "--resume", "fx", cwd=tmp_path)
+    assert resumed.returncode == 2, resumed.stdout + resumed.stderr
+    assert "pipeline.yaml:5" in resumed.stderr and "requirements" in resumed.stderr, resumed.stderr
+    assert "Traceback" not in resumed.stderr

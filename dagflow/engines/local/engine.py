@@ -30,7 +30,7 @@ from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.resources import Machine, ResourceError, detect_machine, infeasible
 from dagflow.engines.local.result import RunResult
 from dagflow.engines.local.runner import LocalRunner, RunStorageError
-from dagflow.engines.registry import engine_of_run
+from dagflow.engines.registry import engine_of_run, spec_checks
 from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
@@ -160,7 +160,7 @@ def resume_local(run_id: str | None, options: RunOptions | None = None) -> RunRe
             f"(`dagflow run --resume {layout.run_id}` picks that engine by itself)"
         )
     plan = layout.load_plan()
-    return _continue(layout, plan, replanned(layout, plan), options)
+    return _continue(layout, plan, replanned(layout, plan, spec_checks("local")), options)
 
 
 def _continue(layout: RunLayout, plan: Plan, fresh: Plan | None, options: RunOptions) -> RunResult:
