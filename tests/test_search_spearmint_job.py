@@ -103,9 +103,16 @@ def test_dict_result_takes_the_main_task(experiment: Path) -> None:
     assert result["values"] == {"main": pytest.approx(0.5), "extra": 7.0}
 
 
-@pytest.mark.parametrize(("k", "error"), [(3, "the objective is nan"), (4, "RuntimeError: training diverged"),
-                                          (5, "without the task(s) 'main'")])
-def test_nan_exceptions_and_missing_objectives_break_the_job(experiment: Path, k: int, error: str) -> None:
+def test_a_nan_objective_completes_the_job_as_infeasible(experiment: Path) -> None:
+    """HIPS Spearmint's semantics (#29 item 2): NaN marks the point infeasible; the job is not broken."""
+    process, result = run(experiment, 3, params(3))
+    assert process.returncode == 0, process.stderr
+    assert result is not None and result["status"] == "complete" and result["infeasible"] is True
+    assert result["value"] == "nan" and result["error"] is None
+
+
+@pytest.mark.parametrize(("k", "error"), [(4, "RuntimeError: training diverged"), (5, "without the task(s) 'main'")])
+def test_exceptions_and_missing_objectives_break_the_job(experiment: Path, k: int, error: str) -> None:
     process, result = run(experiment, 3, params(k))
     assert process.returncode == 1
     assert result is not None
@@ -113,6 +120,7 @@ def test_nan_exceptions_and_missing_objectives_break_the_job(experiment: Path, k
     assert error in result["error"]
 
 
+@pytest.mark.slow
 def test_bad_calls_exit_2_without_a_result(experiment: Path) -> None:
     process, result = run(experiment, 0, params(1))
     assert process.returncode == 2 and "counts from 1" in process.stderr

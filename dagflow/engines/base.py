@@ -88,7 +88,9 @@ class EngineDeclaration:
     # "module:function" of its spec check (the module docstring); None: the engine has no fields of its own
     spec_check: str | None = None
     # What it offers callers beyond the contract, by name -> "module" or "module:attribute" (registry.py
-    # engine_feature): condor's `compile` and `lint` (the commands), `cron` (schedule install --condor);
+    # engine_feature): condor's `compile` and `lint` (the commands), `cron` (schedule install --condor),
+    # `progress_files` (where search early stopping reads a running trial's streamed metric lines:
+    # (run_dir, plan, metrics files) -> the files to read, run/progress_stream.py StreamedFile for marked ones);
     # local's `check_devices` (search run --gpus)
     provides: tuple[tuple[str, str], ...] = ()
 

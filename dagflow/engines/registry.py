@@ -139,6 +139,11 @@ def engine_feature(name: str, feature: str) -> Any:
         raise EngineChoiceError(f"the {name} engine is not available here: {error}") from None
 
 
+def engine_provides(name: str, feature: str) -> bool:
+    """Whether the engine's declaration provides `feature` (engine_feature would give it)."""
+    return feature in dict(_entry(name).provides)
+
+
 def spec_checks(engine: str | None = None, settings: Mapping[str, Any] | None = None) -> list[SpecCheck]:
     """What load_spec runs for a pipeline that `engine` (None: no engine in particular, as `dagflow validate`
     checks) will run with `settings` (its options by name; the rest take their defaults): every engine's check

@@ -130,6 +130,10 @@ class Plan:
     engine_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
     # What the command line changed (plan/overrides.py): {"only": {axis: [values]}, "set": {param: value}}
     overrides: dict[str, Any] = field(default_factory=dict)
+    # Steps whose metrics lines a reader follows while their nodes run (a search's objective step under
+    # early_stopping): an engine without a shared filesystem streams those nodes' lines back as they are
+    # written (Capabilities.streams_progress). Written to plan.json only when there are some.
+    progress_steps: list[str] = field(default_factory=list)
 
     def step_of(self, node: Node) -> StepInfo:
         return self.steps[node.step]
@@ -147,6 +151,12 @@ class Plan:
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        data = self._to_dict()
+        if self.progress_steps:
+            data["progress_steps"] = list(self.progress_steps)
+        return data
+
+    def _to_dict(self) -> dict[str, Any]:
         return {
             "format": PLAN_FORMAT,
             "pipeline": self.pipeline,
@@ -183,6 +193,7 @@ class Plan:
             workdir=data.get("workdir", "."),
             engine_defaults=data.get("engine_defaults", {}),
             overrides=data.get("overrides", {}),
+            progress_steps=list(data.get("progress_steps", [])),
         )
 
     def to_json(self) -> str:

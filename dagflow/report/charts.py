@@ -1,5 +1,6 @@
 """A search's convergence plot as inline SVG: best so far against trial number, one line per region,
-each successful trial a dot (the same picture as `dagflow search status`'s PNG)."""
+each successful trial a dot (hollow where it is infeasible), the region's best (dagflow.search.best) a
+star: the same picture as `dagflow search status`'s PNG."""
 
 from __future__ import annotations
 
@@ -25,10 +26,13 @@ def _ticks(low: float, high: float, count: int = 8) -> list[float]:
 
 def convergence_svg(summary: dict[str, Any]) -> str:
     dots_by_region: dict[str, list[tuple[float, float]]] = {}
+    infeasible: set[tuple[str, float]] = set()  # (region, trial number) of the hollow dots
     for trial in summary["trials"]:
         value = trial["value"]
         if trial["state"] == "succeeded" and isinstance(value, int | float) and math.isfinite(value):
             dots_by_region.setdefault(trial["region"] or "", []).append((float(trial["trial"]), float(value)))
+            if trial.get("feasible") not in (None, "yes"):
+                infeasible.add((trial["region"] or "", float(trial["trial"])))
     curves = {
         region: [(float(x), float(y)) for x, y in info["best_so_far"] if y is not None]
         for region, info in summary["regions"].items()
@@ -80,9 +84,18 @@ def convergence_svg(summary: dict[str, Any]) -> str:
             path.append(f"H{sx(x_high):.1f}")
             parts.append(f'<path d="{"".join(path)}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for x, y in dots_by_region.get(region, []):
+            hollow = (region, x) in infeasible
+            fill = f'fill="none" stroke="{colour}"' if hollow else f'fill="{colour}"'
             parts.append(
-                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{colour}" opacity="0.6">'
-                f"<title>trial {int(x)}: {y:.6g}</title></circle>"
+                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" {fill} opacity="0.6">'
+                f"<title>trial {int(x)}: {y:.6g}{' (infeasible)' if hollow else ''}</title></circle>"
+            )
+        best = (summary["regions"].get(region) or {}).get("best")
+        if best and isinstance(best.get("value"), int | float) and math.isfinite(best["value"]):
+            bx, by = sx(float(best["trial"])), sy(float(best["value"]))
+            parts.append(
+                f'<text x="{bx:.1f}" y="{by + 5:.1f}" text-anchor="middle" font-size="16" fill="{colour}">★'
+                f"<title>best: trial {best['trial']}: {best['value']:.6g}</title></text>"
             )
         label = region or summary.get("search") or "search"
         ly = TOP + 14 + index * 16

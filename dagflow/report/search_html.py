@@ -7,34 +7,34 @@ from collections import Counter
 from typing import Any
 
 from dagflow.report.charts import convergence_svg
-from dagflow.report.page import number_text, page, state_badge, value_cell
+from dagflow.report.page import page, state_badge, value_cell
 from dagflow.report.svg import esc
 from dagflow.text import plural
 
 
 def search_section(summary: dict[str, Any]) -> str:
+    """The search's best per region, its convergence plot and its trials, as `dagflow search status` shows
+    them (the best is best.reported_best's; a feasibility column where the search is constrained)."""
+    from dagflow.search.report import best_line
     from dagflow.search.scheduler import params_text
 
     per_region = any(trial["region"] for trial in summary["trials"])
+    constrained = bool(summary.get("constrained"))
     rows = []
     for trial in summary["trials"]:
         params = params_text(trial["params"])
         region = f"<td>{esc(trial['region'] or '')}</td>" if per_region else ""
+        feasibility = f"<td>{esc(trial.get('feasible') or '')}</td>" if constrained else ""
         rows.append(
             f"<tr><td class=\"num\" data-v=\"{trial['trial']}\">t{trial['trial']}</td>{region}"
-            f"<td>{state_badge(str(trial['state']))}</td>{value_cell(trial['value'])}<td>{esc(params)}</td>"
+            f"<td>{state_badge(str(trial['state']))}</td>{value_cell(trial['value'])}{feasibility}<td>{esc(params)}</td>"
             f"<td>{esc(trial['run_id'])}</td><td>{esc(trial.get('error') or '')}</td>"
             f"<td>{esc(trial.get('stopped_because') or '')}</td></tr>"
         )
     best = []
     for region, info in summary["regions"].items():
         where = f"{region}: " if region else ""
-        if info["best"]:
-            params = params_text(info["best"]["params"])
-            best.append(f"<li>{esc(where)}best {esc(summary['metric'])} = {number_text(info['best']['value'], 6)} at "
-                        f"t{info['best']['trial']} ({esc(params)})</li>")  # fmt: skip
-        else:
-            best.append(f"<li>{esc(where)}no successful trial yet</li>")
+        best.append(f"<li>{esc(where)}{esc(best_line(summary, info))}</li>")
     this = summary.get("this_trial")
     lead = (
         f'<p class="muted">search <b>{esc(summary["search"])}</b> ({esc(summary["kind"])} {esc(summary["source"])}): '
@@ -44,9 +44,10 @@ def search_section(summary: dict[str, Any]) -> str:
         + "</p>"
     )
     region_head = "<th>region</th>" if per_region else ""
+    feasible_head = "<th>feasible</th>" if constrained else ""
     table = (
         f'<table class="sortable"><thead><tr><th>trial</th>{region_head}<th>state</th><th>{esc(summary["metric"])}</th>'
-        "<th>params</th><th>run</th><th>error</th><th>stopped because</th></tr></thead>"
+        f"{feasible_head}<th>params</th><th>run</th><th>error</th><th>stopped because</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
     return (

@@ -26,7 +26,7 @@ from pathlib import Path
 from statistics import median
 from typing import Protocol
 
-from dagflow.search.progress import Curve, ProgressReader, mean_curve
+from dagflow.search.progress import Curve, ProgressReader, StreamedFile, mean_curve
 from dagflow.spec.model import EarlyStoppingSpec
 
 DEFAULT_REDUCTION_FACTOR = 3.0
@@ -141,7 +141,8 @@ def make_rule(spec: EarlyStoppingSpec) -> Rule:
 class EarlyStopper:
     """Reads trials' curves as the scheduler polls and says which running trials to stop.
 
-    `files_of(run_id)` names a trial's progress files (its objective nodes' metrics files); every
+    `files_of(run_id)` names a trial's progress files (its objective nodes' metrics files, or where its
+    engine streams their lines: progress.py StreamedFile); every
     curve is in the metric's units, turned into losses (`to_loss`) for the rule.
     """
 
@@ -150,13 +151,13 @@ class EarlyStopper:
         spec: EarlyStoppingSpec,
         metric: str,
         to_loss: Callable[[float], float],
-        files_of: Callable[[str], list[Path]],
+        files_of: Callable[[str], list[Path | StreamedFile]],
     ) -> None:
         self.rule = make_rule(spec)
         self.to_loss = to_loss
         self.files_of = files_of
         self._reader = ProgressReader(metric)
-        self._files: dict[str, list[Path]] = {}
+        self._files: dict[str, list[Path | StreamedFile]] = {}
         self._final: dict[str, Curve] = {}  # curves of ended trials: they no longer change
 
     def curve(self, run_id: str, ended: bool = False) -> Curve:

@@ -171,6 +171,17 @@ class PowerWarp:
     def __call__(self, y: np.ndarray) -> np.ndarray:
         return yeojohnson((np.asarray(y, dtype=float) - self.mean) / self.sd, self.lam)
 
+    def inverse(self, warped: np.ndarray) -> np.ndarray:
+        """The losses whose warp is `warped` (Yeo-Johnson's closed-form inverse, then un-z-scored)."""
+        w, lam = np.asarray(warped, dtype=float), self.lam
+        with np.errstate(all="ignore"):
+            up = np.expm1(w) if abs(lam) < 1e-12 else np.power(np.maximum(lam * w + 1.0, 0.0), 1.0 / lam) - 1.0
+            other = 2.0 - lam
+            down = (
+                -np.expm1(-w) if abs(other) < 1e-12 else 1.0 - np.power(np.maximum(1.0 - other * w, 0.0), 1.0 / other)
+            )
+        return np.where(w >= 0, up, down) * self.sd + self.mean
+
 
 @dataclass(frozen=True, slots=True)
 class Standardiser:
@@ -191,6 +202,11 @@ class Standardiser:
         if self.warp is not None:
             y = self.warp(y)
         return (y - self.centre) / self.scale
+
+    def inverse(self, standardised: np.ndarray) -> np.ndarray:
+        """Standardised units back to the losses' own (the warp undone too)."""
+        y = np.asarray(standardised, dtype=float) * self.scale + self.centre
+        return self.warp.inverse(y) if self.warp is not None else y
 
 
 def _negative_log_likelihood(

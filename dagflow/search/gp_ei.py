@@ -27,6 +27,21 @@
   Snoek and Adams 2014); EI counts improvement over the best feasible point, and while none is known
   the probability of feasibility alone is maximised. Pending points are fantasised in every model; the
   batch extras (exploitation point, Thompson samples) are left out.
+- A NaN objective (Observation.objective_nan) marks its point infeasible, not failed, as HIPS Spearmint's
+  add_nan_task_if_nans does: once one is observed, an implicit constraint joins the constrained EI above,
+  a GP on +1 where the objective was a number and -1 where it was NaN (feasible where >= 0, as every
+  constraint), and the objective's GP is fitted without the NaN points (HIPS leaves them out of the
+  objective's task too). HIPS models that task with a GP classifier (a probit likelihood); dagflow has
+  no classifier, and a GP regression on the +-1 labels gives constrained EI what it needs, a probability
+  of feasibility that falls off across the NaN region's boundary, from the same machinery (and with the
+  same prior mean, the labels' median) as every other constraint. Its noise is learned (GAUSSIAN): the
+  labels are a step that a smooth GP cannot interpolate exactly, and the noise term plays the part of
+  the classifier's probit. HIPS's constrained example with its NaN box on (branin_con.py: NaN outside
+  0 <= x <= 5, y <= 5; 11% of the domain is a number), 25 evaluations, 15 seeds: best feasible within 3%
+  of the constrained minimum 0.8447 on 13 seeds with the learned noise, 11 with a noiseless GP. Until
+  two points have a number the objective has no model and the probability of not being NaN alone is
+  maximised: an experiment whose design points land in its NaN region moves out of it instead of
+  drawing more design points.
 """
 
 from __future__ import annotations
@@ -127,11 +142,13 @@ class GPEI:
         taken.add(pending_x)
 
         failed = np.array([o.failed for o in observations], dtype=bool)
-        can_model = (~failed).sum() >= 2
+        nan = np.array([o.objective_nan for o in observations], dtype=bool)
+        # NaN points are observations too: the implicit constraint models them (see the module's docstring)
+        can_model = (~failed).sum() >= 2 or (nan.any() and (~failed | nan).sum() >= 2)
         # Without a model the whole request comes from the design: a first batch of 8 is 8 Sobol points.
         design_size = self.initial if can_model else max(self.initial, len(observations) + len(pending) + n)
         chosen = self._initial_points(n, len(observations) + len(pending), design_size, taken)
-        if len(chosen) < n and can_model and self.constraints:
+        if len(chosen) < n and can_model and (self.constraints or nan.any()):
             inflight = np.vstack([pending_x, *chosen]) if chosen else pending_x
             chosen += self._constrained(n - len(chosen), observations, observed, inflight, taken, rng)
         elif len(chosen) < n and can_model:
@@ -182,19 +199,31 @@ class GPEI:
         taken: Taken,
         rng: np.random.Generator,
     ) -> list[np.ndarray]:
-        """n points by constrained EI, each fantasised (in every model) before the next is chosen."""
-        failed = np.array([o.failed for o in observations], dtype=bool)
+        """n points by constrained EI, each fantasised (in every model) before the next is chosen. The
+        implicit NaN constraint is one of the constraints once a NaN objective was observed."""
+        nan = np.array([o.objective_nan for o in observations], dtype=bool)
+        failed = np.array([o.failed for o in observations], dtype=bool) & ~nan  # failed for real
+        numbers = ~failed & ~nan
         feasible = np.array([o.feasible for o in observations], dtype=bool)
-        y = np.array([np.nan if o.failed else float(o.value) for o in observations])  # type: ignore[arg-type]
-        y[failed] = np.nanmax(y)
-        objective, best = self._objective_model(observed, y, feasible if feasible.any() else ~failed, rng)
-        incumbent: float | None = best if feasible.any() else None
-        constraints = [self._constraint_model(name, observations, observed, rng) for name in self.constraints]
-        around = feasible if feasible.any() else ~failed
+        y = np.array([float(o.value) if numbers[i] else np.nan for i, o in enumerate(observations)])  # type: ignore[arg-type]
+        objective: GPModel | None = None
+        incumbent: float | None = None
+        if numbers.sum() >= 2:
+            y[failed] = np.nanmax(y)
+            fit = ~nan  # HIPS leaves the NaN points out of the objective's model
+            incumbents = (feasible if feasible.any() else numbers)[fit]
+            objective, best = self._objective_model(observed[fit], y[fit], incumbents, rng)
+            incumbent = best if feasible.any() else None
+        models = [self._constraint_model(name, observations, observed, rng) for name in self.constraints]
+        if nan.any():
+            models.append(self._nan_model(nan, numbers, observed, rng))
+        constraints = [model for model in models if model is not None]
+        around = feasible if feasible.any() else numbers if numbers.any() else ~failed
         chosen: list[np.ndarray] = []
         for _ in range(n):
             if len(inflight):
-                objective = objective.condition(inflight, objective.predict(inflight)[0])
+                if objective is not None:
+                    objective = objective.condition(inflight, objective.predict(inflight)[0])
                 constraints = [(m.condition(inflight, m.predict(inflight)[0]), t) for m, t in constraints]
             row = self._maximise_constrained(objective, constraints, incumbent, observed[around], y[around], taken, rng)
             if row is None:
@@ -206,18 +235,34 @@ class GPEI:
 
     def _constraint_model(
         self, name: str, observations: Sequence[Observation], observed: np.ndarray, rng: np.random.Generator
-    ) -> tuple[GPModel, float]:
-        """A constraint's GP on its observed values and the feasibility threshold (0) in its units."""
-        values = np.array([np.nan if o.failed else (o.outputs or {}).get(name, np.nan) for o in observations])
+    ) -> tuple[GPModel, float] | None:
+        """A constraint's GP on its observed values and the feasibility threshold (0) in its units; None
+        while fewer than two values are known (a NaN job's constraint values count: it completed)."""
+        values = np.array([
+            np.nan if o.failed and not o.objective_nan else (o.outputs or {}).get(name, np.nan) for o in observations
+        ])
         known = np.isfinite(values)
+        if known.sum() < 2:
+            return None
         standardise = Standardiser.of(values[known], warp=False, percentile=50.0)
         noise = NOISE_MODELS[self.constraints[name]]
         model, _ = fit_gp(observed[known], values[known], rng, self.restarts, noise, standardise)
         return model, float(standardise(np.array([0.0]))[0])
 
+    def _nan_model(
+        self, nan: np.ndarray, numbers: np.ndarray, observed: np.ndarray, rng: np.random.Generator
+    ) -> tuple[GPModel, float]:
+        """The implicit NaN constraint (HIPS's add_nan_task_if_nans): a GP on +1 where the objective was a
+        number and -1 where it was NaN, feasible where >= 0 (see the module's docstring for the choices)."""
+        rows = nan | numbers
+        labels = np.where(nan[rows], -1.0, 1.0)
+        standardise = Standardiser.of(labels, warp=False, percentile=50.0)
+        model, _ = fit_gp(observed[rows], labels, rng, self.restarts, NOISE_MODELS["GAUSSIAN"], standardise)
+        return model, float(standardise(np.array([0.0]))[0])
+
     def _maximise_constrained(
         self,
-        objective: GPModel,
+        objective: GPModel | None,
         constraints: list[tuple[GPModel, float]],
         best: float | None,
         good_x: np.ndarray,
@@ -227,12 +272,14 @@ class GPEI:
     ) -> np.ndarray | None:
         def score(rows: np.ndarray) -> np.ndarray:
             total = sum((log_feasibility(m, rows, t) for m, t in constraints), np.zeros(len(rows)))
-            return total + log_ei(objective, rows, best) if best is not None else total
+            return total + log_ei(objective, rows, best) if objective is not None and best is not None else total
 
         def score_with_gradient(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             parts = [log_feasibility_with_gradient(m, rows, t) for m, t in constraints]
-            if best is not None:
+            if objective is not None and best is not None:
                 parts.append(log_ei_with_gradient(objective, rows, best))
+            if not parts:  # nothing modelled yet: every point scores alike
+                return np.zeros(len(rows)), np.zeros(rows.shape)
             return sum(p[0] for p in parts), sum(p[1] for p in parts)  # type: ignore[return-value]
 
         points, _ = maximise(score, score_with_gradient, self._candidates(good_x, good_y, rng), self.starts)
@@ -397,19 +444,30 @@ def recommend(
     """The index of the observation to report as the search's best: among feasible ones, the lowest loss,
     or, for a GAUSSIAN likelihood, the lowest posterior mean (Spearmint's way: a noisy search's lowest
     draw is mostly luck). None when no observation is feasible."""
+    chosen = recommend_with_mean(space, observations, likelihood, seed)
+    return None if chosen is None else chosen[0]
+
+
+def recommend_with_mean(
+    space: SearchSpace, observations: Sequence[Observation], likelihood: str | None = None, seed: int = 0
+) -> tuple[int, float | None] | None:
+    """recommend's index, and the posterior mean there in the losses' own units (the warp and the
+    standardisation undone) where the GP chose it; None for the mean where the lowest loss did."""
     feasible = [index for index, o in enumerate(observations) if o.feasible]
     if not feasible:
         return None
     good = [index for index, o in enumerate(observations) if not o.failed]
     if likelihood != "GAUSSIAN" or len(good) < 3:
-        return min(feasible, key=lambda i: (float(observations[i].value), i))  # type: ignore[arg-type]
+        return min(feasible, key=lambda i: (float(observations[i].value), i)), None  # type: ignore[arg-type]
     with single_threaded():
         x = space.snap(space.encode_many([observations[i].params for i in good]))
         y = np.array([float(observations[i].value) for i in good])  # type: ignore[arg-type]
         rng = rng_for(seed, observations, ())
-        model, _ = fit_gp(x, y, rng, noise=NOISE_MODELS["GAUSSIAN"], standardise=Standardiser.of(y))
+        standardise = Standardiser.of(y)
+        model, _ = fit_gp(x, y, rng, noise=NOISE_MODELS["GAUSSIAN"], standardise=standardise)
         means = model.predict(space.snap(space.encode_many([observations[i].params for i in feasible])))[0]
-    return feasible[int(np.argmin(means))]
+    lowest = int(np.argmin(means))
+    return feasible[lowest], float(standardise.inverse(means[lowest : lowest + 1])[0])
 
 
 def _best_four(good_x: np.ndarray, good_y: np.ndarray) -> np.ndarray:

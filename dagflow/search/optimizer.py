@@ -25,8 +25,13 @@ SAME_POINT = 1e-9
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """A finished trial: its parameters and its loss; None (or NaN/inf) when the trial failed. `outputs`
-    holds its constraint values (feasible where each is >= 0) when the search has constraints."""
+    """A finished trial: its parameters and its loss; None (or inf) when the trial failed. `outputs`
+    holds its constraint values (feasible where each is >= 0) when the search has constraints.
+
+    A NaN loss is a job that completed with a NaN objective: HIPS Spearmint's infeasible point (its
+    add_nan_task_if_nans), which the gp engine models as an implicit constraint (gp_ei.py). It is
+    `failed` too, so the engines that model no constraints (random, Optuna) and the objective's own
+    model treat it as a point without a value; `objective_nan` tells it apart."""
 
     params: Mapping[str, Any]
     value: float | None
@@ -39,6 +44,11 @@ class Observation:
     @property
     def failed(self) -> bool:
         return self.value is None or not math.isfinite(self.value)
+
+    @property
+    def objective_nan(self) -> bool:
+        """Completed, but its objective is NaN: infeasible, not failed (HIPS Spearmint's semantics)."""
+        return self.value is not None and math.isnan(self.value)
 
 
 class Optimizer(Protocol):

@@ -12,6 +12,16 @@ before, stays valid: it simply reports no progress. A later line for a step repl
 
 The scheduler polls every running trial's file with a `ProgressReader`, which remembers how far it
 read, so each poll reads only the lines appended since the last one.
+
+Where a node runs without a filesystem shared with the scheduler (HTCondor's transfer mode), its engine
+streams the lines instead: the node's wrapper copies each line appended to the metrics file onto the
+job's stderr as `dagflow-progress: <line>` (STREAM_MARKER), after a `dagflow-progress-start: <id>` line
+each time the node (re)starts, and the engine names that stderr file as a `StreamedFile`
+(engines/registry.py engine_feature "progress_files"). Only marked lines count there, everything else
+the job writes is skipped; a start line forgets what the file said before (a restarted job reports its
+curve again), and so does a file that was rewritten from the start. What a job streams is untrusted: the
+reader reads at most MAX_READ bytes a poll, skips lines longer than MAX_LINE and every line that is not
+a progress point.
 """
 
 from __future__ import annotations
@@ -24,8 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from dagflow.bounded import BoundedInputError, loads_json
+from dagflow.run.progress_stream import STREAM_MARKER, STREAM_START, StreamedFile
 
 Curve = dict[int, float]  # step -> metric value
+
+MAX_READ = 1 << 20  # bytes read from one file in one poll; the rest waits for the next poll
+MAX_LINE = 64 * 1024  # a longer line is skipped whole
+MAX_STEP = 10**9
 
 
 def report(path: str | os.PathLike[str], step: int, **metrics: float) -> None:
@@ -63,7 +78,7 @@ def progress_point(line: str, metric: str) -> tuple[int, float] | None:
     if not isinstance(data, dict):
         return None
     step, value = data.get("step"), data.get(metric)
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
@@ -74,6 +89,8 @@ def progress_point(line: str, metric: str) -> tuple[int, float] | None:
 class _FileState:
     offset: int = 0
     curve: Curve = field(default_factory=dict)
+    head: bytes = b""  # a streamed file's first line: another one means the file was rewritten
+    skipping: bool = False  # inside a line longer than MAX_LINE: skipped up to its end
 
 
 class ProgressReader:
@@ -81,29 +98,52 @@ class ProgressReader:
 
     def __init__(self, metric: str) -> None:
         self.metric = metric
-        self._files: dict[Path, _FileState] = {}
+        self._files: dict[Path | StreamedFile, _FileState] = {}
 
-    def curve(self, path: Path) -> Curve:
-        state = self._files.setdefault(path, _FileState())
+    def curve(self, source: Path | StreamedFile) -> Curve:
+        state = self._files.setdefault(source, _FileState())
+        streamed = isinstance(source, StreamedFile)
+        path = source.path if isinstance(source, StreamedFile) else source
         try:
             with path.open("rb") as handle:
                 size = os.fstat(handle.fileno()).st_size
-                if size < state.offset:  # rewritten from the start: read it all again
-                    state.offset, state.curve = 0, {}
+                if size < state.offset or (streamed and state.head and handle.read(len(state.head)) != state.head):
+                    state.offset, state.curve, state.head, state.skipping = 0, {}, b"", False  # rewritten
                 handle.seek(state.offset)
-                chunk = handle.read(size - state.offset)
+                chunk = handle.read(min(size - state.offset, MAX_READ))
         except OSError:
             return state.curve
         complete = chunk.rfind(b"\n") + 1  # a line still being written waits for the next read
-        for line in chunk[:complete].decode(errors="replace").splitlines():
-            point = progress_point(line, self.metric)
-            if point is not None:
-                state.curve[point[0]] = point[1]
+        if complete == 0 and len(chunk) >= MAX_LINE:  # no line end in sight: skip what there is
+            state.offset += len(chunk)
+            state.skipping = True
+            return state.curve
+        lines = chunk[:complete].split(b"\n")[:-1]
+        if state.skipping and lines:
+            lines, state.skipping = lines[1:], False  # the rest of the overlong line
+        if streamed and state.offset == 0 and lines:
+            state.head = lines[0] + b"\n"
+        for line in lines:
+            self._line(state, line, streamed)
         state.offset += complete
         return state.curve
 
-    def forget(self, path: Path) -> None:
-        self._files.pop(path, None)
+    def _line(self, state: _FileState, line: bytes, streamed: bool) -> None:
+        if len(line) > MAX_LINE:
+            return
+        if streamed:
+            if line.startswith(STREAM_START):
+                state.curve = {}  # the node (re)started: its curve begins again
+                return
+            if not line.startswith(STREAM_MARKER):
+                return  # the job's own stderr
+            line = line[len(STREAM_MARKER) :]
+        point = progress_point(line.decode(errors="replace"), self.metric)
+        if point is not None:
+            state.curve[point[0]] = point[1]
+
+    def forget(self, source: Path | StreamedFile) -> None:
+        self._files.pop(source, None)
 
 
 def mean_curve(curves: list[Curve]) -> Curve:

@@ -1,5 +1,10 @@
 """`dagflow search status`: a search's trials table, its best trial per region, and a convergence plot
-(best-so-far objective against trial number, one line per region) as a PNG."""
+(best-so-far objective against trial number, one line per region) as a PNG.
+
+The best is best.reported_best's, as the scheduler's last line and `dagflow report --search` have it:
+feasible only, and under GAUSSIAN the lowest posterior mean, shown with its observed value. With
+constraints, or once a trial's objective was NaN (HIPS Spearmint's infeasible point), each trial shows
+whether it is feasible; the best-so-far curve counts feasible trials only, and the plot marks the best."""
 
 from __future__ import annotations
 
@@ -10,8 +15,20 @@ from typing import Any
 
 from dagflow.files import write_atomic
 from dagflow.palette import region_colours
+from dagflow.search.best import best_info, best_text, reported_best, space_of
 from dagflow.search.scheduler import params_text
-from dagflow.search.store import CANCELLED, COUNTED, FAILED, IN_FLIGHT, SUCCEEDED, SearchRecord, Trial, best_trial
+from dagflow.search.store import (
+    CANCELLED,
+    COUNTED,
+    FAILED,
+    IN_FLIGHT,
+    STOPPED,
+    SUCCEEDED,
+    SearchRecord,
+    Trial,
+    feasible,
+    nan_objective,
+)
 from dagflow.text import inert
 
 
@@ -20,10 +37,13 @@ def summarise(record: SearchRecord, trials: list[Trial]) -> dict[str, Any]:
     goal = record.config.get("goal", "minimize")
     order = {region: index for index, region in enumerate(record.config.get("regions") or [""])}
     trials = sorted(trials, key=lambda t: (order.get(t.region, len(order)), t.region, t.number))
+    likelihood = record.config.get("likelihood")
+    space = space_of(record.config) if likelihood == "GAUSSIAN" else None
+    constrained = bool(record.config.get("constraints")) or any(nan_objective(trial) for trial in trials)
     regions: dict[str, dict[str, Any]] = {}
     for region in order:
         mine = [trial for trial in trials if trial.region == region]
-        best = best_trial(mine)
+        best = reported_best(mine, likelihood, space, goal)
         states: dict[str, int] = {}
         for trial in mine:
             states[trial.state] = states.get(trial.state, 0) + 1
@@ -31,7 +51,7 @@ def summarise(record: SearchRecord, trials: list[Trial]) -> dict[str, Any]:
             "counted": sum(1 for trial in mine if trial.state in COUNTED),
             "in_flight": sum(1 for trial in mine if trial.state in IN_FLIGHT),
             "states": states,
-            "best": None if best is None else {"trial": best.number, "value": best.value, "params": best.params},
+            "best": best_info(best),
             "best_so_far": best_so_far(mine, goal),
         }
     return {
@@ -44,6 +64,8 @@ def summarise(record: SearchRecord, trials: list[Trial]) -> dict[str, Any]:
         "budget": record.budget,
         "parallel": record.parallel,
         "seed": record.seed,
+        "likelihood": likelihood,
+        "constrained": constrained,  # the trials show whether each is feasible
         "regions": regions,
         "trials": [
             {
@@ -52,6 +74,7 @@ def summarise(record: SearchRecord, trials: list[Trial]) -> dict[str, Any]:
                 "params": trial.params,
                 "state": trial.state,
                 "value": trial.value,
+                **({"feasible": _feasibility(trial), "outputs": trial.outputs} if constrained else {}),
                 "engine": trial.engine,
                 "run_id": trial.run_id,
                 "job": trial.handle,
@@ -68,15 +91,26 @@ def summarise(record: SearchRecord, trials: list[Trial]) -> dict[str, Any]:
     }
 
 
+def _feasibility(trial: Trial) -> str | None:
+    """A trial's feasibility as the status table shows it: "yes", "no", "nan" (a NaN objective), or None
+    (no result: in flight, failed, cancelled)."""
+    if nan_objective(trial):
+        return "nan"
+    if trial.state not in (SUCCEEDED, STOPPED) or trial.value is None:
+        return None
+    return "yes" if feasible(trial) else "no"
+
+
 def best_so_far(trials: list[Trial], goal: str) -> list[list[float | None]]:
-    """[trial number, best value among trials 1..number] for each ended trial, in trial order."""
+    """[trial number, best value among the feasible trials 1..number] for each ended trial, in trial order
+    (None while none is feasible): an infeasible trial's value is no result of the search."""
     points: list[list[float | None]] = []
     best: float | None = None
     better = min if goal == "minimize" else max
     for trial in sorted(trials, key=lambda t: t.number):
         if trial.state in IN_FLIGHT or trial.state == CANCELLED:
             continue
-        if trial.state == SUCCEEDED and trial.value is not None and math.isfinite(trial.value):
+        if trial.state == SUCCEEDED and trial.value is not None and math.isfinite(trial.value) and feasible(trial):
             best = trial.value if best is None else better(best, trial.value)
         points.append([trial.number, best])
     return points
@@ -84,13 +118,21 @@ def best_so_far(trials: list[Trial], goal: str) -> list[list[float | None]]:
 
 def render_table(summary: dict[str, Any]) -> str:
     per_region = any(trial["region"] for trial in summary["trials"])
-    header = ["trial", *(["region"] if per_region else []), "state", summary["metric"] or "value", "params", "job"]
+    constrained = bool(summary.get("constrained"))
+    header = [
+        "trial", *(["region"] if per_region else []), "state", summary["metric"] or "value",
+        *(["feasible"] if constrained else []), "params", "job",
+    ]  # fmt: skip
     rows = [header]
     for trial in summary["trials"]:
         value = "" if trial["value"] is None else f"{trial['value']:.6g}"
+        value = "nan" if trial.get("feasible") == "nan" else value
         job = f"{trial['engine']}:{trial['job']}" if trial["job"] else trial["engine"]
         region = [trial["region"] or ""] if per_region else []
-        rows.append([f"t{trial['trial']}", *region, trial["state"], value, params_text(trial["params"]), job])
+        feasibility = [trial.get("feasible") or ""] if constrained else []
+        rows.append(
+            [f"t{trial['trial']}", *region, trial["state"], value, *feasibility, params_text(trial["params"]), job]
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [
         f"search {summary['search']} ({summary['kind']} {summary['source']}): {summary['goal']} {summary['metric']}, "
@@ -103,18 +145,22 @@ def render_table(summary: dict[str, Any]) -> str:
     for region, info in summary["regions"].items():
         where = f"{region}: " if region else ""
         states = ", ".join(f"{count} {state}" for state, count in sorted(info["states"].items())) or "no trials"
-        best = info["best"]
-        best_text = (
-            f"best {summary['metric']}={best['value']:.6g} at t{best['trial']} ({params_text(best['params'])})"
-            if best
-            else "no successful trial yet"
-        )
-        lines.append(f"{where}{info['counted']}/{summary['budget']} trials ({states}); {best_text}")
+        lines.append(f"{where}{info['counted']}/{summary['budget']} trials ({states}); {best_line(summary, info)}")
     failed = [trial for trial in summary["trials"] if trial["state"] == FAILED and trial["error"]]
     for trial in failed[-5:]:
         region = f" {trial['region']}" if trial["region"] else ""
         lines.append(f"  t{trial['trial']}{region} failed: {inert(trial['error'].splitlines()[0])}")
     return "\n".join(lines)
+
+
+def best_line(summary: dict[str, Any], info: dict[str, Any]) -> str:
+    """A region's best as `search status` and `dagflow report --search` say it."""
+    best = info["best"]
+    if not best:
+        return "no feasible trial yet" if summary.get("constrained") else "no successful trial yet"
+    shown = best_text(summary["metric"], best["value"], best["trial"], best.get("posterior_mean"))
+    how = "; lowest posterior mean: the objective is noisy" if "posterior_mean" in best else ""
+    return f"best {shown} ({params_text(best['params'])}{how})"
 
 
 def plotted_values(summary: dict[str, Any]) -> list[float]:
@@ -136,7 +182,8 @@ def convergence_scale(summary: dict[str, Any]) -> str:
 
 
 def plot_convergence(summary: dict[str, Any], path: Path) -> Path:
-    """Best-so-far against trial number per region, with every successful trial as a dot; the y axis as
+    """Best-so-far (feasible trials only) against trial number per region, with every successful trial as a
+    dot (hollow where it is infeasible) and the region's best (best.py) as a star; the y axis as
     convergence_scale says."""
     import matplotlib
 
@@ -153,13 +200,23 @@ def plot_convergence(summary: dict[str, Any], path: Path) -> Path:
             if curve:
                 xs, ys = zip(*curve, strict=True)
                 axes.step(xs, ys, where="post", label=f"{label} best so far", color=colours[region])
-                dots = [
-                    (t["trial"], t["value"])
+                mine = [
+                    t
                     for t in summary["trials"]
                     if (t["region"] or "") == region and t["state"] == SUCCEEDED and t["value"] is not None
                 ]
-                if dots:
-                    axes.scatter(*zip(*dots, strict=True), s=12, alpha=0.5, color=colours[region])
+                for ok in (True, False):
+                    dots = [(t["trial"], t["value"]) for t in mine if (t.get("feasible") in (None, "yes")) == ok]
+                    if dots:
+                        face = colours[region] if ok else "none"
+                        axes.scatter(
+                            *zip(*dots, strict=True), s=12, alpha=0.5, facecolors=face, edgecolors=colours[region],
+                            label=None if ok else f"{label} infeasible",
+                        )  # fmt: skip
+            best = info.get("best")
+            if best and best["value"] is not None:
+                axes.scatter([best["trial"]], [best["value"]], s=90, marker="*", color=colours[region], zorder=3,
+                             label=f"{label} best (t{best['trial']})")  # fmt: skip
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_yscale(convergence_scale(summary))
         axes.set_xlabel("trial")

@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
+import math
 import os
 import secrets
 import signal
@@ -56,11 +57,19 @@ from pathlib import Path
 from typing import Any
 
 from dagflow.engines.base import Engine
-from dagflow.engines.registry import engine_capabilities, engine_names
+from dagflow.engines.registry import (
+    engine_capabilities,
+    engine_feature,
+    engine_names,
+    engine_provides,
+    read_run_status,
+)
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
-from dagflow.search import Observation, loss, make_optimizer
+from dagflow.search import loss, make_optimizer
+from dagflow.search.best import Best, best_text, reported_best
+from dagflow.search.best import observations as _observations
 from dagflow.search.early_stopping import EarlyStopper, StopDecision
 from dagflow.search.optimizer import Optimizer
 from dagflow.search.ownership import (
@@ -72,6 +81,7 @@ from dagflow.search.ownership import (
     record_owner,
     restore_latest,
 )
+from dagflow.search.progress import StreamedFile
 from dagflow.search.scheduler_engines import EngineSettings, make_engine
 from dagflow.search.scheduler_observe import (
     FAILED_RUN,
@@ -95,7 +105,7 @@ from dagflow.search.store import (
     SearchStore,
     SearchStoreError,
     Trial,
-    best_trial,
+    nan_objective,
 )
 from dagflow.search.store import SUCCEEDED as TRIAL_SUCCEEDED
 from dagflow.search.trials import TrialError, TrialSource, config_of, fingerprint, noise_models
@@ -205,6 +215,8 @@ class Scheduler:
         self._uid = ""
         self._failures: list[tuple[str, str]] = []  # (trial label, error) of the failures in a row, latest last
         self._unrunnable: str | None = None  # the label of a failed trial that showed no trial can succeed
+        # the engine's `progress_files` feature, where it has one (set by _early_stopper)
+        self._streamed_files: Callable[[Path, Plan, list[Path]], list[Path | StreamedFile]] | None = None
         self._stopper = self._early_stopper()
         self._checked: set[tuple[str, int]] = set()  # (region, number) of trials whose params fit the space
         self._stop_pause_s = float(os.environ.get(STOP_PAUSE_ENV) or 0)
@@ -263,11 +275,21 @@ class Scheduler:
                 + ")"
             )
         goal = self.source.goal
+        # An engine whose jobs share no filesystem with this process says where their lines arrive instead
+        # (condor: the node's streamed stderr); the others' jobs write the metrics files read here.
+        engine = self.options.engine
+        if engine and engine_provides(engine, "progress_files"):
+            self._streamed_files = engine_feature(engine, "progress_files")
         return EarlyStopper(spec, self.source.metric, lambda value: loss(value, goal), self._progress_files)
 
-    def _progress_files(self, run_id: str) -> list[Path]:
+    def _progress_files(self, run_id: str) -> list[Path | StreamedFile]:
         try:
-            return self.source.progress_files(RunLayout.from_run_dir(self.runs_dir / run_id).load_plan())
+            run_dir = self.runs_dir / run_id
+            plan = RunLayout.from_run_dir(run_dir).load_plan()
+            files = self.source.progress_files(plan)
+            if self._streamed_files is not None:
+                return list(self._streamed_files(run_dir, plan, files))
+            return list(files)
         except (DagflowError, OSError):
             return []
 
@@ -473,12 +495,27 @@ class Scheduler:
         self._finish_stop(self.store.trial(trial.search, trial.region, trial.number))
 
     def _finish_stop(self, trial: Trial) -> None:
-        """Cancel a trial recorded as stopping, then record it stopped (also what a restart does)."""
-        self._cancel(self.runs_dir / trial.run_id)
+        """Cancel a trial recorded as stopping, then record it stopped (also what a restart does). A trial whose
+        run had completed every node before the cancel (the lines the decision read arrived late, as streamed
+        ones may) is recorded as it ended instead: a finished trial is never labelled stopped."""
+        run_dir = self.runs_dir / trial.run_id
+        self._cancel(run_dir)
+        if self._ran_to_end(run_dir) and self.store.unstop(trial):
+            self._succeeded(self.store.trial(trial.search, trial.region, trial.number), run_dir)
+            return
         if self.store.finish_stopping(trial):
             self._failures.clear()
             value = f"{trial.value:.6g}" if trial.value is not None else "?"
             self.say(f"[{trial.label}] stopped at step {trial.step} {self.source.metric}={value}: {trial.error}")
+
+    @staticmethod
+    def _ran_to_end(run_dir: Path) -> bool:
+        """Whether every node of the run had completed, as its engine's record says."""
+        try:
+            status = read_run_status(RunLayout.from_run_dir(run_dir))
+        except (DagflowError, OSError):
+            return False
+        return bool(status.plan.nodes) and set(status.plan.nodes) <= status.journal.done()
 
     def _succeeded(self, trial: Trial, run_dir: Path) -> None:
         try:
@@ -488,7 +525,9 @@ class Scheduler:
         except (TrialError, DagflowError) as error:
             self._end(trial, FAILED, error=f"no objective: {error}")
             return
-        self._end(trial, TRIAL_SUCCEEDED, value=value, outputs=outputs)
+        # A NaN objective (a Spearmint job's, spearmint_job.py) is HIPS's infeasible point: the trial completed
+        # and is recorded without a value (store.nan_objective)
+        self._end(trial, TRIAL_SUCCEEDED, value=None if math.isnan(value) else value, outputs=outputs)
 
     def _end(
         self,
@@ -513,7 +552,12 @@ class Scheduler:
             best = self._best(trial.region)
             tail = f" (best {best.value:.6g}, {best.label})" if best is not None else ""
             shown = " ".join(f"{name}={number:.6g}" for name, number in (outputs or {}).items())
-            self.say(f"[{trial.label}] succeeded {self.source.metric}={value:.6g}{' ' + shown if shown else ''}{tail}")
+            what = (
+                f"{self.source.metric}={value:.6g}"
+                if value is not None
+                else f"{self.source.metric}=nan: infeasible (a NaN objective, as HIPS Spearmint has it)"
+            )
+            self.say(f"[{trial.label}] succeeded {what}{' ' + shown if shown else ''}{tail}")
         elif state == FAILED:
             self._failed(trial, error or "", cause)
         else:
@@ -571,19 +615,17 @@ class Scheduler:
         return EXIT_REPEATED_FAILURE
 
     def _best(self, region: str) -> Trial | None:
-        return best_trial(self._trials(region))
+        """The feasible trial with the lowest draw so far (the per-trial lines' running best)."""
+        best = reported_best(self._trials(region), None, None, self.source.goal)
+        return None if best is None else best.trial
 
     def _reported(self, region: str) -> Trial | None:
-        """The trial reported as the region's best: feasible, and for a GAUSSIAN likelihood the one
-        with the lowest posterior mean rather than the luckiest draw."""
-        if self.likelihood != "GAUSSIAN":
-            return self._best(region)
-        from dagflow.search.gp_ei import recommend
+        """The trial reported as the region's best (best.py: the one function every report uses)."""
+        best = self._reported_best(region)
+        return None if best is None else best.trial
 
-        done = [t for t in self._trials(region) if t.state in (TRIAL_SUCCEEDED, FAILED)]
-        # stopped trials inform the model but are not candidates: the reported best ran to its end
-        index = recommend(self.source.space, _observations(done), self.likelihood)
-        return done[index] if index is not None else None
+    def _reported_best(self, region: str) -> Best | None:
+        return reported_best(self._trials(region), self.likelihood, self.source.space, self.source.goal)
 
     def _finished(self, region: str) -> bool:
         trials = self._trials(region)
@@ -622,30 +664,23 @@ class Scheduler:
     def _summary(self) -> int:
         code = EXIT_DONE
         for region in self.source.regions:
-            best = self._reported(region)
+            reported = self._reported_best(region)
             where = f" {region}" if region else ""
             trials = self._trials(region)
             if self._failed_out(trials):
                 failed = sum(1 for trial in trials if trial.state == FAILED)
                 self.say(f"search {self.name}{where}: {failed} jobs failed (as many as the budget); none more started")
-            if best is None:
+            if reported is None:
+                nans = sum(1 for trial in trials if nan_objective(trial))
                 feasible = " satisfied the constraints" if self.source.constraints else " succeeded"
+                feasible = f" was feasible ({nans} had a NaN objective)" if nans else feasible
                 self.say(f"search {self.name}{where} done: no trial{feasible}")
                 code = EXIT_NO_RESULT
             else:
+                best = reported.trial
                 how = " (lowest posterior mean: the objective is noisy)" if self.likelihood == "GAUSSIAN" else ""
-                self.say(
-                    f"search {self.name}{where} done: best {self.source.metric}={best.value:.6g} at {best.label} "
-                    f"{params_text(best.params)}{how}"
-                )
+                shown = best_text(self.source.metric, best.value, best.number, reported.posterior_mean)
+                where_best = f" {best.region}" if best.region else ""
+                self.say(f"search {self.name}{where} done: best {shown}{where_best} {params_text(best.params)}{how}")
         return code
 
-
-def _observations(trials: list[Trial]) -> list[Observation]:
-    """What the optimiser learns from the finished trials: loss (None for a failure) and constraint values.
-    A trial stopped early counts with its last intermediate loss, standing in for the final one."""
-    return [
-        Observation(trial.params, trial.loss if trial.state in (TRIAL_SUCCEEDED, STOPPED) else None, trial.outputs)
-        for trial in trials
-        if trial.state in (TRIAL_SUCCEEDED, FAILED, STOPPED)
-    ]

@@ -20,8 +20,13 @@ DIR/output/JOB_ID.json, the id zero-padded to 8 digits as Spearmint names its ou
     {"job_id": 3, "status": "complete", "value": 0.39, "values": {...}, "params": {...},
      "error": null, "elapsed_s": 1.2}
 
-A NaN or infinite objective, a missing objective entry, or an exception in main marks the job
-"broken": the file gets the error (with the traceback) and the process exits with status 1. A main
+A NaN objective (main returns NaN, or a dict whose objective entry is NaN) is HIPS Spearmint's infeasible
+point, not a broken job: the job is "complete" with `"value": "nan"` and `"infeasible": true` (exit 0), and
+the search models the NaN region as an implicit constraint (gp_ei.py). As under HIPS (launcher.py), a bare
+NaN stands for every task, so with CONSTRAINT tasks it needs no dict, and a NaN objective's constraint
+entries may be NaN too (they are left out of its values). An infinite objective, a missing objective entry,
+or an exception in main marks the job "broken": the file gets the error (with the traceback) and the
+process exits with status 1. A main
 file Python cannot import (a SyntaxError: most often Python 2's `print x`) also gets `"fatal": true`,
 since no job of the experiment can run it; a Python 2 file is named as such, with what to do. Bad
 arguments or a bad config exit with status 2 and write no result.
@@ -150,6 +155,8 @@ def objective_of(result: Any, task: str, constraints: Sequence[str] = ()) -> tup
     """The objective value and, for a dict result, every finite-or-not entry as a float. With constraint
     tasks the result must be a dict holding each of them as a finite number."""
     if not isinstance(result, Mapping):
+        if constraints and _is_nan(result):  # HIPS: a bare NaN is NaN on every task
+            return math.nan, None
         if constraints:
             raise JobFailed(f"main returned {result!r}, not a dict of the tasks {', '.join([task, *constraints])}")
         return _number(result, "the result"), None
@@ -163,10 +170,19 @@ def objective_of(result: Any, task: str, constraints: Sequence[str] = ()) -> tup
     if missing:
         raise JobFailed(f"main returned a dict without the task(s) {', '.join(map(repr, missing))} "
                         f"(keys: {sorted(values)})")
+    if math.isnan(values[task]):  # infeasible: its constraint values are kept where they are numbers
+        return values[task], {name: value for name, value in values.items() if not math.isnan(value)}
     bad = [name for name in constraints if not math.isfinite(values[name])]
     if bad:
         raise JobFailed(f"the constraint {bad[0]!r} is {values[bad[0]]}")
     return values[task], values
+
+
+def _is_nan(value: Any) -> bool:
+    try:
+        return math.isnan(_number(value, "the result"))
+    except JobFailed:
+        return False
 
 
 def _number(value: Any, what: str) -> float:
@@ -316,9 +332,11 @@ def run_job(
             result = _call_in(python, experiment, job_id, params)
         value, values = objective_of(result, experiment.objective_task, tuple(experiment.constraints))
         record["values"] = values
-        if not math.isfinite(value):
+        if math.isinf(value):
             raise JobFailed(f"the objective is {value}")
         record.update(status="complete", value=value)
+        if math.isnan(value):  # HIPS Spearmint's infeasible point: completed, never the best
+            record["infeasible"] = True
     except JobFailed as error:
         record["error"] = str(error)
     except MainUnrunnable as error:
@@ -386,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     if record["status"] != "complete":
         print(f"job {args.job_id} broken: {record['error']}", file=sys.stderr)
         return EXIT_BROKEN
-    print(f"job {args.job_id} complete: {record['value']}")
+    infeasible = " (a NaN objective: infeasible, as HIPS Spearmint has it)" if "infeasible" in record else ""
+    print(f"job {args.job_id} complete: {record['value']}{infeasible}")
     return 0
 
 

@@ -5,6 +5,10 @@
            error, created, submitted, finished, deadline, outputs JSON, step; PK (search, region, number))
 
 `outputs` holds a succeeded trial's constraint values ({name: value}; NULL without constraints).
+A succeeded trial without a value is a Spearmint job that completed with a NaN objective: HIPS Spearmint's
+infeasible point (nan_objective), counted as completed, never the best, and modelled as an implicit
+constraint by the optimiser (gp_ei.py). `value` and `loss` are never NaN themselves (SQLite stores NaN as
+NULL, and a NULL in a failed trial means "no value").
 `step` is the last intermediate step a trial reported when early stopping stopped it (NULL otherwise).
 
 Early stopping records its decision first: one guarded UPDATE moves the running trial to `stopping`
@@ -129,9 +133,15 @@ class Trial:
         return f"t{self.number}" + (f" {self.region}" if self.region else "")
 
 
+def nan_objective(trial: Trial) -> bool:
+    """A trial that completed with a NaN objective: infeasible, as HIPS Spearmint has it (not a failure)."""
+    return trial.state == SUCCEEDED and trial.value is None
+
+
 def feasible(trial: Trial) -> bool:
-    """Every constraint value >= 0 (Spearmint's convention); a trial without constraints is feasible."""
-    return all(value >= 0 for value in (trial.outputs or {}).values())
+    """Every constraint value >= 0 (Spearmint's convention) and, for a succeeded trial, an objective that is
+    a number (a NaN objective is infeasible); a trial without constraints is feasible."""
+    return not nan_objective(trial) and all(value >= 0 for value in (trial.outputs or {}).values())
 
 
 def best_trial(trials: Iterable[Trial]) -> Trial | None:
@@ -320,6 +330,18 @@ class SearchStore:
                 "UPDATE trials SET state = ?, finished = ? "
                 "WHERE search = ? AND region = ? AND number = ? AND state = ?",
                 (STOPPED, time.time(), trial.search, trial.region, trial.number, STOPPING),
+            )
+            return cursor.rowcount == 1
+
+    def unstop(self, trial: Trial) -> bool:
+        """A stopping trial whose run had already completed (the lines the decision read arrived after the job
+        ended): back to running, the decision forgotten, for the scheduler to record how it ended; False when
+        it is not stopping. A finished trial is never recorded stopped."""
+        with self.transaction() as db:
+            cursor = db.execute(
+                "UPDATE trials SET state = ?, value = NULL, loss = NULL, step = NULL, error = NULL "
+                "WHERE search = ? AND region = ? AND number = ? AND state = ?",
+                (RUNNING, trial.search, trial.region, trial.number, STOPPING),
             )
             return cursor.rowcount == 1
 

@@ -123,6 +123,8 @@ def config_of(source: TrialSource) -> dict[str, Any]:
         "regions": source.regions,
         "optimizer": source.optimizer,
         "variables": source.space.names,
+        # what `search status` needs to pick the best as the scheduler does (best.py: the GP's posterior)
+        "space": {name: spec.model_dump(mode="json", exclude_none=True) for name, spec in source.space.specs.items()},
         **({"likelihood": likelihood} if likelihood else {}),
         **({"constraints": sorted(source.constraints)} if source.constraints else {}),
         **({"early_stopping": source.early_stopping.model_dump()} if source.early_stopping else {}),
@@ -203,6 +205,8 @@ class PipelineTrials:
 
     def plan(self, region: str, number: int, params: Mapping[str, Any], run_id: str) -> Plan:
         plan = expand(self.spec, run_id=run_id, params=params, trial=number, resolve=AutoResources(self.spec).resolve)
+        if self.early_stopping is not None:  # its metric lines are read while it runs: streamed where need be
+            plan.progress_steps = [self.objective_step]
         if not self.per:
             return plan
         keep: set[str] = set()
@@ -324,14 +328,22 @@ class SpearmintTrials:
         )
 
     def objective(self, plan: Plan) -> float:
+        """The job's objective; NaN for a job that completed with a NaN objective, HIPS Spearmint's infeasible
+        point (spearmint_job.py), which the scheduler records as a completed, infeasible trial."""
         node = plan.nodes[JOB_STEP]
         assert node.metrics is not None
+        if self._infeasible(plan):
+            return math.nan
         return read_metric(Path(node.metrics), self.metric)
 
     def outputs(self, plan: Plan) -> dict[str, float] | None:
         if not self.constraints:
             return None
         values = self._result(plan).get("values")
+        if self._infeasible(plan):  # a NaN objective's constraint values: those that are numbers, if any
+            known = values if isinstance(values, dict) else {}
+            kept = {n: float(known[n]) for n in self.constraints if _is_number(known.get(n))}
+            return kept or None
         if not isinstance(values, dict) or any(not isinstance(values.get(c), int | float) for c in self.constraints):
             where = plan.nodes[JOB_STEP].metrics
             raise TrialError(f"result {where} lacks the constraint values {', '.join(sorted(self.constraints))}")
@@ -358,6 +370,10 @@ class SpearmintTrials:
             notes.append(f"{self.experiment.config_file.name}: not used by dagflow: {'; '.join(shown)}")
         return notes
 
+    def _infeasible(self, plan: Plan) -> bool:
+        result = self._result(plan)
+        return result.get("status") == "complete" and result.get("infeasible") is True
+
     @staticmethod
     def _result(plan: Plan) -> dict[str, Any]:
         path = plan.nodes[JOB_STEP].metrics
@@ -366,3 +382,7 @@ class SpearmintTrials:
         except (OSError, ValueError, BoundedInputError):
             return {}
         return data if isinstance(data, dict) else {}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -22,17 +22,19 @@ CONDOR_OPTIONS = (
 )
 
 
-# The transfer data mode (the default) shares nothing; metric lines stay on the execute node until the
-# job ends, so early stopping cannot see them.
+# The transfer data mode (the default) shares nothing: a search's objective node under early stopping
+# streams its metric lines back on its stderr (stream_error; engines/condor/progress.py), read where the
+# `progress_files` feature says.
 ENGINE = EngineDeclaration(
     "dagflow.engines.condor.engine:CondorEngine",
     CONDOR_OPTIONS,
-    Capabilities(shared_filesystem=False, streams_progress=False, arrays=False),
+    Capabilities(shared_filesystem=False, streams_progress=True, arrays=False),
     legacy_marker="condor/run.json",
     spec_check="dagflow.engines.condor.spec_checks:check_spec",
     provides=(
         ("compile", "dagflow.engines.condor.commands:compile_dag"),  # `dagflow compile`
         ("lint", "dagflow.engines.condor.lint"),  # `dagflow lint`
         ("cron", "dagflow.engines.condor.cron"),  # `dagflow schedule install --condor`
+        ("progress_files", "dagflow.engines.condor.progress:progress_files"),  # search early stopping
     ),
 )

@@ -7,6 +7,7 @@ VARS, so 100k nodes share a handful of submit files.
 
 from __future__ import annotations
 
+import posixpath
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,9 @@ class StepSubmit:
     workdir: Path = Path(".")
     python: str | None = None  # runtime.python: replaces a command's `python`
     gpus: int = 0  # GPUs each node requests ({gpu.memory_mb} takes the smallest of them: gpu_memory.py)
+    # transfer mode, a step in plan.progress_steps: the wrapper copies each node's metric lines onto its
+    # stderr (--progress), which stream_error brings to the access point while the job runs
+    streams_progress: bool = False
 
 
 def runtime_environment(runtime: Runtime | None = None) -> dict[str, str]:
@@ -212,10 +216,15 @@ def _universe(step: StepInfo, layout: Layout) -> str:
     return "container" if step.runtime.container_image else "vanilla"
 
 
-def _transfer_lines(transfers: bool) -> list[str]:
+def _transfer_lines(transfers: bool, streams_progress: bool = False) -> list[str]:
     if not transfers:
         return []
+    # HTCondor: "If True, then stderr is streamed back to the machine from which the job was submitted"
+    # (stream_error, with `error`): the node's metric lines, marked by the wrapper, reach the access point
+    # while it runs (search early stopping reads them there; search/progress.py).
+    streaming = ["stream_error             = true"] if streams_progress else []
     return [
+        *streaming,
         "when_to_transfer_output  = ON_EXIT",
         "preserve_relative_paths  = true",
         f"transfer_input_files     = $({INPUTS_MACRO})",
@@ -240,12 +249,13 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
     res = step.resources
     universe = _universe(step, layout)
     transfers = layout.data_mode == TRANSFER and universe != "local"
+    streams_progress = transfers and step.name in plan.progress_steps
     fields = {
         "universe": universe,
         "executable": escape.submit_literal(str(layout.node_wrapper), "node wrapper") if transfers else "/usr/bin/env",
         "transfer_executable": "true" if transfers else "false",
         "should_transfer_files": "YES" if transfers else "NO",
-        "transfer": "\n".join(_transfer_lines(transfers)),
+        "transfer": "\n".join(_transfer_lines(transfers, streams_progress)),
         "runtime": "\n".join(_runtime_lines(step, universe)),
         "workdir": escape.submit_literal(str(layout.workdir), "workdir"),
         "log_dir": escape.submit_literal(str(layout.log_dir), "log directory"),
@@ -283,6 +293,7 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
         workdir=layout.workdir,
         python=step.runtime.python,
         gpus=int(step.resources.gpus),
+        streams_progress=streams_progress,
     )
 
 
@@ -347,6 +358,9 @@ class NodeVars:
         if sub.transfers:
             file_list(outputs, "output")  # the wrapper checks each is there, split at blanks: none in a name
             argv = [str(len(outputs)), *outputs, *argv]
+            if sub.streams_progress and node.metrics:
+                # the metrics file as the job's directory names it (it is among the outputs, checked above)
+                argv = ["--progress", posixpath.normpath(node.metrics), *argv]
         arguments = fill_match_time(escape.arguments(argv), sub.gpus)
         values = [escape.vars_escape(arguments) if for_vars else arguments, self._environment(node.env)[form]]
         coords = node.coords
