@@ -200,6 +200,7 @@ def world(aws: str, tmp_path: Path) -> World:
     return World(aws, tmp_path)
 
 
+@pytest.mark.slow
 def test_scale_out_bin_packs_and_overflows_by_region(world: World) -> None:
     world.schedd.ads = [gpu_job(1, proc) for proc in range(20)]  # 16 GiB GPUs: T4s (15 GiB) do not fit
     result = world.loop()
@@ -216,6 +217,7 @@ def test_scale_out_bin_packs_and_overflows_by_region(world: World) -> None:
     assert not world.loop().done
 
 
+@pytest.mark.slow
 def test_capacity_error_overflows_to_the_next_group(world: World) -> None:
     calls = []
 
@@ -270,6 +272,7 @@ def test_api_errors_mid_loop_then_the_next_loop_converges(world: World) -> None:
     assert not world.loop().done  # converged: nothing more to do
 
 
+@pytest.mark.slow
 def test_scale_in_drains_first_and_never_touches_a_busy_node(world: World) -> None:
     world.schedd.ads = [gpu_job(1, proc) for proc in range(20)]
     world.loop()
@@ -304,6 +307,7 @@ def test_scale_in_drains_first_and_never_touches_a_busy_node(world: World) -> No
     assert all(call[1] != busy_node for call in world.pool.calls if call[0] == "drain")
 
 
+@pytest.mark.slow
 def test_a_drain_cancelled_and_busy_again_is_never_terminated(world: World) -> None:
     world.schedd.ads = [gpu_job(1, 0)]
     world.loop()
@@ -321,6 +325,7 @@ def test_a_drain_cancelled_and_busy_again_is_never_terminated(world: World) -> N
     assert node in world.pool.machines and json.loads(world.state_path.read_text())["removing"] == {}
 
 
+@pytest.mark.slow
 def test_restart_mid_scale_in_forgets_no_node(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     world.schedd.ads = [gpu_job(1, proc) for proc in range(2)]
     world.loop()
@@ -415,6 +420,7 @@ def test_cli_dry_run_does_nothing(world: World, tmp_path: Path) -> None:
     assert not state.exists()
 
 
+@pytest.mark.slow
 def test_a_node_advertising_another_instance_id_never_gets_a_busy_node_terminated(world: World) -> None:
     """Nodes are matched to instances by the private IP the cloud reports, not by the EC2InstanceId a
     startd advertises about itself: a lying idle node is drained and its own instance terminated."""

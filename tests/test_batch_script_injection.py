@@ -243,6 +243,7 @@ def run_scripts(engine: Engine, values: Values, scratch: Path) -> int:
     return len(jobs)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(values=values_strategy)
 def test_hostile_values_in_job_scripts_do_only_what_dagflow_wrote(values: Values) -> None:

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from test_local_support import cli_env, dagflow_cli
 
 from dagflow.run.journal import read_journal
@@ -86,6 +87,7 @@ def wait_for(path: Path, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_runner_killed_while_a_node_checkpoints_resumes_from_the_checkpoint_without_a_failure(
     tmp_path: Path,
 ) -> None:
@@ -140,6 +142,7 @@ def test_the_restart_cap_counts_restarts_from_before_a_resume(tmp_path: Path) ->
     assert (record["state"], record["restarts"], record["attempts"]) == ("failed", 3, 1)
 
 
+@pytest.mark.slow
 def test_runner_and_keeper_killed_while_a_node_checkpoints_reruns_it_from_the_checkpoint(tmp_path: Path) -> None:
     # Nothing records the node's checkpoint exit (its keeper is gone too): the resume reruns the node,
     # which resumes from the checkpoint files it left; no retry is used (retries: 0).

@@ -132,7 +132,9 @@ ENGINES = [
     pytest.param("slurm", id="slurm", marks=pytest.mark.cluster),
     pytest.param("sge", id="sge", marks=pytest.mark.cluster),
     pytest.param("condor", id="condor", marks=[pytest.mark.cluster, pytest.mark.condor_pool]),
-    pytest.param(plugin.NAME, id="plugin"),  # an engine installed from a package outside dagflow
+    # an engine installed from a package outside dagflow: the local engine under another name, so the fast
+    # subset leaves it to the full suite (tests/test_engine_registry.py drives a plugin engine there too)
+    pytest.param(plugin.NAME, id="plugin", marks=pytest.mark.slow),
 ]
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from terminal_support import raw_terminal_output
 from test_local_support import cli_env, dagflow_cli
 
@@ -74,6 +75,7 @@ search:
 """
 
 
+@pytest.mark.slow
 def test_search_run_and_status_show_a_trials_error_inert(tmp_path: Path) -> None:
     (tmp_path / "objective.py").write_text(OBJECTIVE)
     (tmp_path / "pipeline.yaml").write_text(SEARCH)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from test_local_support import dagflow_cli
 
 PIPELINE = """\
@@ -39,6 +40,7 @@ def reports(tmp_path: Path) -> list[str]:
     return (tmp_path / "reports.txt").read_text().splitlines()
 
 
+@pytest.mark.slow
 def test_editing_a_script_or_a_config_file_the_command_names_reruns_it_and_its_dependents(tmp_path: Path) -> None:
     setup(tmp_path)
     assert run(tmp_path, "pipeline.yaml") == {"evaluate": "succeeded", "report": "succeeded"}

@@ -86,6 +86,7 @@ def test_a_setsid_child_dies_when_its_node_exits(tmp_path: Path, child: Path, re
     assert not alive(int(child.read_text()))
 
 
+@pytest.mark.slow
 def test_a_setsid_child_dies_when_its_node_times_out(tmp_path: Path, child: Path, reaper: str) -> None:
     nodes = [node("spawn", "slow", f"{ESCAPE} {WAIT_FOR_CHILD}; sleep 300"), node("check", "s", "python check_gone.py")]
     plan = write_plan(tmp_path, nodes, [step("s"), step("slow", timeout_s=5.0, priority=10)])
@@ -120,6 +121,7 @@ def test_a_child_that_also_clears_its_environment_dies_at_the_end_of_the_run(tmp
     wait_for(lambda: not alive(pid), timeout=30)
 
 
+@pytest.mark.slow
 def test_the_setsid_child_of_a_running_node_is_left_alone_own_or_adopted(
     tmp_path: Path, child: Path, reaper: str
 ) -> None:
@@ -160,6 +162,7 @@ def test_the_runs_cgroup_is_removed_at_its_end(tmp_path: Path, child: Path) -> N
     assert not list(own.glob(f"dagflow-{run_id}-*"))
 
 
+@pytest.mark.slow
 def test_another_run_of_the_same_id_elsewhere_is_left_alone(tmp_path: Path, child: Path, reaper: str) -> None:
     """Run ids are unique within a runs directory only: a run that ends kills nothing of another one's."""
     long = f"{ESCAPE} {WAIT_FOR_CHILD}; while [ ! -f go ]; do sleep 0.05; done"

@@ -238,6 +238,7 @@ def test_ctrl_c_drops_a_follower_that_has_not_started(tmp_path: Path) -> None:
     assert Counter((tmp_path / "counter").read_text().split()) == {"lead": 2, "next": 1}
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_runner_leaves_a_waiting_follower_for_the_resume(tmp_path: Path) -> None:
     runner, _ = _one_slot_with_a_follower(tmp_path)
     runner.send_signal(signal.SIGKILL)

@@ -71,6 +71,7 @@ def test_status_on_an_80_column_terminal_keeps_node_names_whole(failed_run: Path
     assert max(len(line) for line in shown.splitlines()) <= 80, shown
 
 
+@pytest.mark.slow
 def test_resources_suggest_breaks_no_word_at_80_columns(tmp_path: Path) -> None:
     _history(tmp_path)
     _pipeline(tmp_path)
@@ -129,6 +130,7 @@ def _description(page: str) -> list[str]:
     return [line.strip() for line in lines[start:end]]
 
 
+@pytest.mark.slow
 def test_help_paragraphs_flow_at_80_columns(helps: dict[str, str]) -> None:
     """A line of prose ends only where the next word would not fit (78 cells inside rich's margins)."""
     ragged = []

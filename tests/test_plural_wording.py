@@ -83,6 +83,7 @@ def test_a_step_needing_one_gpu_needs_1_gpu(tmp_path: Path) -> None:
     assert "step fit needs 1 GPU; this machine has 0 GPUs (nvidia-smi)" in refused.stderr, refused.stderr
 
 
+@pytest.mark.slow
 def test_the_report_of_a_one_node_run_says_1_node(tmp_path: Path) -> None:
     (tmp_path / "pipeline.yaml").write_text(ONE_NODE)
     assert dagflow("run", "pipeline.yaml", cwd=tmp_path).returncode == 0
@@ -96,6 +97,7 @@ def test_the_report_of_a_one_node_run_says_1_node(tmp_path: Path) -> None:
     assert "skipped 1 cached node (" in again.stdout + again.stderr, again.stdout
 
 
+@pytest.mark.slow
 def test_the_page_of_a_one_trial_search_says_1_trial(tmp_path: Path) -> None:
     write_pipeline(tmp_path, budget=1, parallel=1, optimizer="random")
     searched = dagflow("search", "run", "pipeline.yaml", "--poll", "0.05", cwd=tmp_path)

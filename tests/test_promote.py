@@ -250,6 +250,7 @@ def test_promotion_to_local_pointer_and_publish_collisions(tmp_path: Path) -> No
     assert (verdict["verdict"], verdict["old"], verdict["new"]) == ("kept", 0.9, 0.9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("text", "shown"),
     [

@@ -120,6 +120,7 @@ steps:
 """  # noqa: E501
 
 
+@pytest.mark.slow
 def test_hostile_values_are_escaped(tmp_path: Path) -> None:
     (tmp_path / "pipeline.yaml").write_text(HOSTILE_STEP)
     ran = dagflow("run", "pipeline.yaml", cwd=tmp_path)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_local_support import cli_env
 
 from dagflow.plan import Plan
@@ -236,6 +237,7 @@ def dagflow_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_learned_from_real_local_runs(tmp_path: Path) -> None:
     """Two real local runs record what their node used; suggest and `auto` read those records."""
     pipeline = tmp_path / "pipeline.yaml"

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from test_local_support import cli_env, dagflow_cli, make_plan, node, step
 
 from dagflow.plan import Node, Resources
@@ -59,6 +60,7 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_runner_then_resume_reruns_no_finished_node(tmp_path: Path) -> None:
     count = 'echo "$DAGFLOW_NODE" >> counter; sleep 0.05'
     nodes = [node(f"n{i:02d}", "s", count, parents=[f"n{i - 10:02d}"] if i >= 10 else []) for i in range(40)]
@@ -142,6 +144,7 @@ def test_status_and_logs_of_a_finished_run(tmp_path: Path) -> None:
     assert unknown.returncode == 2 and "did you mean hello" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_without_a_traceback(tmp_path: Path) -> None:
     gpu = step("gpu", resources=Resources(memory_mb=16, gpus=2))
     plan = write_plan(tmp_path, [node("g", "gpu", "touch ran")], steps=[gpu])

@@ -74,6 +74,7 @@ def test_set_reads_a_yaml_scalar_and_changes_only_the_nodes_that_use_it(tiny: Pa
     assert _plan(tiny, "--set", "tag=true")["overrides"] == {"set": {"tag": True}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("options", "message"),
     [

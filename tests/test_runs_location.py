@@ -40,6 +40,7 @@ def test_a_run_typed_elsewhere_is_kept_beside_its_pipeline(root: Path) -> None:
     assert not (root / ".dagflow" / "runs" / "r1").exists()
 
 
+@pytest.mark.slow
 def test_commands_find_the_run_from_the_pipeline_directory(root: Path) -> None:
     _ran_from_root(root)
     proj = root / "proj"
@@ -66,6 +67,7 @@ def test_commands_find_the_run_from_where_it_was_typed(root: Path) -> None:
     assert logs.returncode == 0 and logs.stdout == "hello from the node\n", logs.stderr
 
 
+@pytest.mark.slow
 def test_the_cache_is_the_pipelines_wherever_the_command_is_typed(root: Path) -> None:
     _ran_from_root(root)
     again = dagflow_cli("run", "pipeline.yaml", "--run-id", "r2", cwd=root / "proj")
@@ -75,6 +77,7 @@ def test_the_cache_is_the_pipelines_wherever_the_command_is_typed(root: Path) ->
     assert states == {"hello": "cached", "after": "cached"}
 
 
+@pytest.mark.slow
 def test_no_run_found_says_where_it_looked_and_how_to_point_elsewhere(root: Path) -> None:
     for args in (["status"], ["status", "nope"], ["logs", "nope", "hello"], ["report"], ["cancel"], ["resubmit"]):
         result = dagflow_cli(*args, cwd=root)

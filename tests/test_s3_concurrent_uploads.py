@@ -9,6 +9,7 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
 import test_s3_transfer as base
 
 from dagflow.transfer import transfer
@@ -49,6 +50,7 @@ def wait_until_paused(proxy: base.FaultProxy) -> None:
     base.wait_for(lambda: (KEY, "paused") in proxy.outcomes(lambda r: r.is_object_write), "the upload of part 2")
 
 
+@pytest.mark.slow
 def test_a_second_transfer_leaves_the_first_ones_live_multipart_upload_alone(
     proxy: base.FaultProxy, aws: str, tmp_path: Path
 ) -> None:
@@ -94,6 +96,7 @@ def test_an_upload_begun_long_ago_is_aborted_and_the_age_is_a_setting(
     assert unfinished(aws) == [("models/other.bin", other)], "only uploads of the keys the transfer writes"
 
 
+@pytest.mark.slow
 def test_a_killed_transfers_own_upload_is_aborted_at_once_however_young(
     proxy: base.FaultProxy, aws: str, tmp_path: Path
 ) -> None:

@@ -25,6 +25,7 @@ def test_example_validates_with_its_schedule() -> None:
     assert spec.model.schedule is not None and spec.model.schedule.per == "region"
 
 
+@pytest.mark.slow
 def test_example_runs_against_an_s3_api_server(aws: str, tmp_path: Path) -> None:
     for name in ("region-retrain", "region-retrain-s3"):
         shutil.copytree(EXAMPLES / name, tmp_path / name, ignore=shutil.ignore_patterns("data", "models", ".dagflow"))

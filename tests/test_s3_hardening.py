@@ -124,6 +124,7 @@ def uploads(aws: str) -> list[tuple[str, str]]:
     return sorted((upload["Key"], upload["UploadId"]) for upload in listing)
 
 
+@pytest.mark.slow
 def test_killed_multipart_upload_is_aborted_by_the_next_transfer(
     proxy: base.FaultProxy, aws: str, tmp_path: Path
 ) -> None:

@@ -221,6 +221,7 @@ def test_upload_then_download_copies_everything_and_skips_what_is_unchanged(
     assert proxy.outcomes(lambda r: r.is_object_read) == [], "unchanged objects are not downloaded again"
 
 
+@pytest.mark.slow
 def test_single_objects_and_objects_uploaded_by_other_tools(proxy: FaultProxy, aws: str, tmp_path: Path) -> None:
     s3(aws).put_object(Bucket=BUCKET, Key="other/model.json", Body=b'{"a": 1}')  # no dagflow checksum
     first = transfer(f"s3://{BUCKET}/other/model.json", str(tmp_path / "in") + "/")
@@ -233,6 +234,7 @@ def test_single_objects_and_objects_uploaded_by_other_tools(proxy: FaultProxy, a
     assert remote_tree(aws, "copy/") == {"renamed.json": b'{"a": 1}'}
 
 
+@pytest.mark.slow
 def test_throttling_and_cut_connections_are_retried(proxy: FaultProxy, aws: str, tmp_path: Path) -> None:
     files = make_tree(tmp_path / "src", count=4)
     seen: set[tuple[str, str]] = set()
@@ -295,6 +297,7 @@ CLI_OPTIONS = ("--jobs", "2", "--multipart-threshold", "5MB", "--part-size", "5M
 LATE = {f"f{index:02d}.bin" for index in range(5, 8)}  # requests for these hang until the kill
 
 
+@pytest.mark.slow
 def test_upload_killed_midway_resumes_without_corruption_or_recopying(
     proxy: FaultProxy, aws: str, tmp_path: Path
 ) -> None:
@@ -336,6 +339,7 @@ def test_upload_killed_midway_resumes_without_corruption_or_recopying(
     assert not s3(aws).list_multipart_uploads(Bucket=BUCKET).get("Uploads"), "stale parts are cleaned up"
 
 
+@pytest.mark.slow
 def test_download_killed_midway_resumes_without_corruption_or_recopying(
     proxy: FaultProxy, aws: str, tmp_path: Path
 ) -> None:
@@ -366,6 +370,7 @@ def test_download_killed_midway_resumes_without_corruption_or_recopying(
     assert local_tree(dst) == files, "partial files are gone and everything is whole"
 
 
+@pytest.mark.slow
 def test_credentials_never_appear_in_output(proxy: FaultProxy, aws: str, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     secret, key_id = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYzz", "AKIAIOSFODNN7ZZZZZZZ"

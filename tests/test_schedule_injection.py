@@ -63,6 +63,7 @@ def test_a_newline_in_the_directory_name_is_refused_and_writes_no_line(user_cron
     assert condor.returncode == 2 and "control character '\\n'" in condor.stderr
 
 
+@pytest.mark.slow
 def test_a_newline_in_an_env_value_is_refused_and_writes_no_line(user_crontab: str, tmp_path: Path) -> None:
     pipeline = pipeline_in(tmp_path / "proj")
     evil = {"EXTRA": "x\n* * * * * touch /tmp/dagflow-injected"}

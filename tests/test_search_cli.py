@@ -218,6 +218,7 @@ def test_status_of_a_damaged_database_names_the_file_and_field(
     assert result.stderr.startswith(f"error: {db}: {message}")
 
 
+@pytest.mark.slow
 def test_gpus_naming_a_missing_device_is_refused_and_no_trial_is_left_submitting(tmp_path: Path) -> None:
     import shutil
 

@@ -12,6 +12,7 @@ import pytest
 from test_search_scheduler_support import calls, start_search, trial_rows, wait_for, write_pipeline
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("through", ["file-symlink", "directory-symlink"])
 def test_a_second_scheduler_through_a_symlink_is_refused(tmp_path: Path, through: str) -> None:
     pipeline = write_pipeline(tmp_path / "p", budget=2, parallel=2, optimizer="random")

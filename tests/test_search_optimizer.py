@@ -36,6 +36,7 @@ def run(engine: str, budget: int, seed: int) -> float:
     return min(o.value for o in observations if o.value is not None)
 
 
+@pytest.mark.slow
 def test_gp_beats_random_search_on_branin() -> None:
     gp = run("gp", 25, seed=3)
     random = run("random", 25, seed=3)

@@ -82,6 +82,7 @@ def rows_of_y(png: Path, colour: str) -> list[int]:
     return list(np.nonzero(np.all(pixels == rgb, axis=2))[0])
 
 
+@pytest.mark.slow
 def test_each_region_has_the_same_colour_in_the_html_chart_and_the_png(search: Search) -> None:
     colours = legend_colours(search.page.dom)
     assert set(colours) == set(REGIONS), colours
@@ -154,6 +155,7 @@ def test_a_page_without_a_dag_says_nothing_about_dag_boxes(search: Search) -> No
     assert "DAG" not in ready_line(dom), ready_line(dom)
 
 
+@pytest.mark.slow
 def test_a_run_page_still_counts_its_dag_boxes(search: Search, tmp_path: Path) -> None:
     page = tmp_path / "trial.html"
     cli("report", "quad-t1-a", "--out", str(page), cwd=search.directory)

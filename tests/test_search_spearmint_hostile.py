@@ -88,6 +88,7 @@ CASES: dict[str, tuple[str, bytes, str]] = {
 NAME_MESSAGE = "experiment-name: invalid run id"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_hostile_experiment_is_refused_with_exit_2(tmp_path: Path, case: str) -> None:
     file_name, data, expected = CASES[case]

@@ -58,6 +58,7 @@ def test_python_names_the_interpreter_that_runs_the_main_file(tmp_path: Path) ->
     assert f"main file run by {OTHER_PYTHON}" in output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given", ["no-such-python", "config.json"])
 def test_python_that_is_no_interpreter_is_refused_with_exit_2(tmp_path: Path, given: str) -> None:
     directory = experiment(tmp_path, "other-python")
@@ -181,6 +182,7 @@ def test_settings_with_an_equivalent_are_used_and_the_rest_named_once(tmp_path: 
     assert "random-seed" not in named[0] and "max-concurrent" not in named[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("flags", "pointer"),
     [
@@ -201,6 +203,7 @@ def test_spearmints_own_flags_point_at_dagflows(tmp_path: Path, flags: list[str]
     assert trial_rows(tmp_path / ".dagflow" / "search.db") == []
 
 
+@pytest.mark.slow
 def test_a_bad_resource_limit_is_located(tmp_path: Path) -> None:
     directory = experiment(tmp_path, "settings")
     config = json.loads((directory / "config.json").read_text())
@@ -228,6 +231,7 @@ def test_a_base_config_file_is_read_under_the_experiments_own_config(tmp_path: P
     assert len(named) == 1 and "acquisition" in named[0], output  # the base's PES, named once
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("base", "expected"),
     [
@@ -268,6 +272,7 @@ def main(job_id, params):
 """
 
 
+@pytest.mark.slow
 def test_the_experiment_directory_holds_spearmints_own_files(tmp_path: Path) -> None:
     directory = tmp_path / "printing"
     directory.mkdir()

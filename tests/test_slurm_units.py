@@ -150,6 +150,7 @@ def run_wrapped(tmp_path: Path, plan: Plan, name: str) -> int:
     return subprocess.run(["bash", str(script)], env=env, check=False, timeout=30).returncode
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("timeout") is None, reason="needs coreutils timeout")
 def test_the_wrapper_journals_attempts_retries_unless_exit_and_timeouts(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, WRAPPED)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -67,6 +68,7 @@ def test_random_text(text: str) -> None:
     outcome(text)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(documents)
 def test_random_documents(document: Any) -> None:
@@ -84,6 +86,7 @@ def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return found
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.sampled_from(EXAMPLES), st.data())
 def test_mutated_examples(example: Path, data: st.DataObject) -> None:
@@ -106,6 +109,7 @@ def test_mutated_examples(example: Path, data: st.DataObject) -> None:
     outcome(yaml.safe_dump(document, allow_unicode=True))
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(st.text(max_size=200))
 def test_command_line_exits_0_or_2_without_traceback(tmp_path_factory: Any, text: str) -> None:
@@ -118,6 +122,7 @@ def test_command_line_exits_0_or_2_without_traceback(tmp_path_factory: Any, text
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(st.tuples(st.integers(0, 4), st.integers(1, 12), st.booleans()), min_size=1, max_size=14))
 def test_alias_graphs_load_or_fail_cleanly(levels: list[tuple[int, int, bool]]) -> None:

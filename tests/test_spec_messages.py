@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -124,6 +125,7 @@ def test_the_base_pipeline_is_valid_and_every_model_is_reached() -> None:
     assert ("steps", "train", "retries", "unless_exit") in FIELDS and ("search", "variables", "lr", "min") in FIELDS
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(path=st.sampled_from(FIELDS), value=wrong_values)
 def test_a_wrong_value_in_any_field_is_said_in_the_pipeline_s_language(path: tuple[str, ...], value: Any) -> None:

@@ -177,6 +177,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_cli_summary_and_s3_error(tmp_path: Path) -> None:
     make_tree(tmp_path / "src")
     first = run_cli(str(tmp_path / "src"), str(tmp_path / "dst"))

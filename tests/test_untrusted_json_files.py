@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_local_support import cli_env
 
 from dagflow.bounded import MAX_DEPTH
@@ -88,6 +89,7 @@ def trials(db: Path) -> list[dict[str, object]]:
         return [dict(row) for row in connection.execute("SELECT * FROM trials ORDER BY number")]
 
 
+@pytest.mark.slow
 def test_a_deep_metrics_file_fails_its_trial_and_the_search_goes_on(tmp_path: Path) -> None:
     (tmp_path / "objective.py").write_text(OBJECTIVE)
     (tmp_path / "pipeline.yaml").write_text(SEARCH)
@@ -105,6 +107,7 @@ def test_a_deep_metrics_file_fails_its_trial_and_the_search_goes_on(tmp_path: Pa
         assert done.returncode == 0 and "Traceback" not in done.stderr, (args, done.stderr[-3000:])
 
 
+@pytest.mark.slow
 def test_a_deep_progress_line_is_skipped_by_early_stopping(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(TRAIN)
     (tmp_path / "pipeline.yaml").write_text(CURVES)

@@ -126,6 +126,7 @@ def _check_one_measured_record(run_dir: Path, pid: int) -> NodeUsage:
     return record
 
 
+@pytest.mark.slow
 def test_a_node_that_ended_while_no_runner_lived_is_measured(tmp_path: Path) -> None:
     run_dir, pid = _start_and_kill_runner(tmp_path)
     (tmp_path / "release").touch()
@@ -139,6 +140,7 @@ def test_a_node_that_ended_while_no_runner_lived_is_measured(tmp_path: Path) -> 
     _check_one_measured_record(run_dir, pid)
 
 
+@pytest.mark.slow
 def test_an_adopted_node_is_measured_by_the_keeper_that_started_it(tmp_path: Path) -> None:
     run_dir, pid = _start_and_kill_runner(tmp_path)
     resumed = subprocess.Popen(
@@ -157,6 +159,7 @@ def test_an_adopted_node_is_measured_by_the_keeper_that_started_it(tmp_path: Pat
     _check_one_measured_record(run_dir, pid)
 
 
+@pytest.mark.slow
 def test_a_record_the_killed_runner_wrote_is_not_doubled(tmp_path: Path) -> None:
     """The runner wrote the usage record, then died before journaling the end: the resume takes the exit
     from procs.jsonl again and appends the same record again; the reader keeps one (same key)."""

@@ -127,6 +127,7 @@ def _append_many(run_dir: str, writer: int, count: int, keyed: bool) -> None:
             record_usage(Path(run_dir), _usage(f"w{writer}-{index}", extra={"pad": "p" * 2000}))
 
 
+@pytest.mark.slow
 def test_concurrent_writers_never_tear_or_duplicate(tmp_path: Path) -> None:
     context = multiprocessing.get_context("spawn")
     procs = [context.Process(target=_append_many, args=(str(tmp_path), w, 40, False)) for w in range(4)]

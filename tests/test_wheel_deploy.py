@@ -38,6 +38,7 @@ def test_the_wheel_carries_deploy(wheel: Path) -> None:
     assert not missing, f"not in {wheel.name}: {missing}"
 
 
+@pytest.mark.slow
 def test_installed_dagflow_prints_its_deploy_folder(wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

@@ -21,6 +21,7 @@ def validate(tmp_path: Path, literal: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "literal",
     [
