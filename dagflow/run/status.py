@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,10 +59,15 @@ class RunStatus:
     unjournaled: dict[str, int | None] = field(default_factory=dict)
     _usage: dict[str, NodeUsage] | None = None  # each node's latest usage record, read on first use
 
-    def usage(self) -> dict[str, NodeUsage]:
-        """Each node's latest measured attempt (usage.jsonl; engines write it before status reads it)."""
-        if self._usage is None:
-            self._usage = latest_by_node(read_usage(self.layout.run_dir))
+    def usage(self, nodes: Collection[str] | None = None) -> dict[str, NodeUsage]:
+        """Each node's latest measured attempt (usage.jsonl; engines write it before status reads it).
+        nodes: only these nodes' are needed (the text view of a big run shows few): the records of others
+        are not decoded, and may be left out."""
+        if self._usage is not None:
+            return self._usage
+        if nodes is not None:
+            return latest_by_node(read_usage(self.layout.run_dir, frozenset(nodes)))
+        self._usage = latest_by_node(read_usage(self.layout.run_dir))
         return self._usage
 
     @property

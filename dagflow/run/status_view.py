@@ -62,7 +62,7 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
     show_every = show_all or len(states) <= SMALL_RUN
     shown = [name for name, state in states.items() if show_every or state not in (SUCCEEDED, CACHED, "pending")]
     hidden = len(states) - len(shown)
-    usage = status.usage()
+    usage = status.usage(shown)
     used_column = console.width >= USED_MIN_WIDTH and any(name in usage for name in shown)
     table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False)
     columns = ("node", "state", "attempts", "exit", "time", *(USED_COLUMNS if used_column else ()), "why")

@@ -37,7 +37,8 @@ import fcntl
 import json
 import math
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -135,8 +136,7 @@ def decode_usage(obj: Any) -> NodeUsage:
     if not isinstance(obj, dict):
         raise ValueError("not an object")
     values: dict[str, Any] = {}
-    for spec in fields(NodeUsage):
-        name = spec.name
+    for name in _FIELD_NAMES:
         value = obj.get(name)
         kind = _FIELD_KINDS[name]
         if kind is _STR_REQUIRED:
@@ -205,10 +205,17 @@ def record_usages_once(run_dir: Path, usages: Iterable[NodeUsage]) -> int:
         os.close(fd)
 
 
-def read_usage(run_dir: Path) -> list[NodeUsage]:
+def read_usage(run_dir: Path, nodes: Container[str] | None = None) -> list[NodeUsage]:
     """All attempts' records, in file order; a missing file is no records. Lines that are not a
-    well-formed, sane record (a torn tail) are skipped; a repeated (node, key) keeps its first record."""
-    return read_usage_checked(run_dir)[0]
+    well-formed, sane record (a torn tail) are skipped; a repeated (node, key) keeps its first record.
+    nodes: only the records of these nodes (the lines of others, told by their start, are not decoded)."""
+    if nodes is None:
+        return read_usage_checked(run_dir)[0]
+    try:
+        data = usage_path(run_dir).read_bytes()
+    except FileNotFoundError:
+        return []
+    return _parse(data, nodes)[0]
 
 
 def read_usage_checked(run_dir: Path) -> tuple[list[NodeUsage], list[tuple[int, str]]]:
@@ -230,13 +237,20 @@ def latest_by_node(records: Iterable[NodeUsage]) -> dict[str, NodeUsage]:
     return latest
 
 
-def _parse(data: bytes) -> tuple[list[NodeUsage], list[tuple[int, str]]]:
+# How encode_usage starts a line: the node's name (one with no quote or escape in it) first.
+_NODE_PREFIX = re.compile(rb'\{"node":"([^"\\]*)",')
+
+
+def _parse(data: bytes, nodes: Container[str] | None = None) -> tuple[list[NodeUsage], list[tuple[int, str]]]:
     records: list[NodeUsage] = []
     skipped: list[tuple[int, str]] = []
     seen_keys: set[tuple[str, str]] = set()
     for number, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
+        prefix = _NODE_PREFIX.match(line) if nodes is not None else None
+        if prefix is not None and prefix.group(1).decode("utf-8", "replace") not in nodes:  # type: ignore[operator]
+            continue  # another node's record (a line not in this form is decoded, to read its node)
         try:
             parsed = loads_json(line)
         except BoundedInputError as error:
@@ -246,6 +260,8 @@ def _parse(data: bytes) -> tuple[list[NodeUsage], list[tuple[int, str]]]:
             record = decode_usage(parsed)
         except ValueError as error:
             skipped.append((number, str(error)))
+            continue
+        if nodes is not None and record.node not in nodes:
             continue
         if record.key is not None:
             ident = (record.node, record.key)

@@ -42,6 +42,7 @@ from dagflow.run.usage import (
     read_usage,
     record_usages_once,
     requested_of,
+    usage_path,
 )
 
 IMAGE_SIZE = 6
@@ -49,7 +50,12 @@ KB_PER_MB = 1024
 # dagflow's periodic hold of a job over its memory (submit_writer.py): HoldReasonCode 3, this subcode
 MEMORY_HOLD_SUBCODE = 1717
 _END = b"\n...\n"  # what ends every event
-_ENDING = re.compile(rb"(?:^|\n)(00[45]|012) \((\d+)\.")
+# A segment-ending event's header: after a newline (a literal first, which the regex engine finds fast), or
+# at the file's start (_FIRST_ENDING).
+_ENDING = re.compile(rb"\n(00[45]|012) \((\d+)\.")
+_FIRST_ENDING = re.compile(rb"(00[45]|012) \((\d+)\.")
+# The key of a complete condor record line as encode_usage writes it (`key` is its last field).
+_RECORDED_KEY = re.compile(rb'"engine":"condor",[^\n]*,"key":"([^"\\\n]*)"\}$', re.MULTILINE)
 _USAGE = re.compile(r"Usr (\d+) (\d+):(\d+):(\d+), Sys (\d+) (\d+):(\d+):(\d+)")
 
 
@@ -69,7 +75,8 @@ def segment_keys(data: bytes) -> set[str]:
     """The keys every segment-ending event in the log would have (a cheap scan, no parsing of bodies)."""
     keys: set[str] = set()
     counts: dict[tuple[bytes, bytes], int] = {}
-    for code, cluster in _ENDING.findall(data):
+    first = _FIRST_ENDING.match(data)
+    for code, cluster in ([first.groups()] if first else []) + _ENDING.findall(data):
         if code == b"005":
             keys.add(cluster.decode())
             continue
@@ -92,9 +99,12 @@ def record_condor_usage(run_dir: Path, plan: Plan, event_log: Path) -> int:
         data = event_log.read_bytes()
     except FileNotFoundError:
         return 0
+    ending = segment_keys(data)
+    if ending <= _recorded_keys(run_dir):  # the usual case once recorded: no record parsed at all
+        return 0
     recorded = [record for record in read_usage(run_dir) if record.engine == "condor"]
     done = {record.key for record in recorded}
-    new = segment_keys(data) - done
+    new = ending - done
     if not new:
         return 0
     clusters = {key.split(".", 1)[0].encode() for key in new}
@@ -105,6 +115,16 @@ def record_condor_usage(run_dir: Path, plan: Plan, event_log: Path) -> int:
         attempts[record.node] += 1
         numbered.append(replace(record, attempt=attempts[record.node]))
     return record_usages_once(run_dir, numbered)
+
+
+def _recorded_keys(run_dir: Path) -> set[str]:
+    """The keys of the condor record lines in usage.jsonl, found without parsing them: a cheap superset of
+    read_usage's (it also holds those of well-formed lines that read_usage skips as insane)."""
+    try:
+        data = usage_path(run_dir).read_bytes()
+    except FileNotFoundError:
+        return set()
+    return {key.decode("utf-8", "replace") for key in _RECORDED_KEY.findall(data)}
 
 
 def _events_of(data: bytes, clusters: set[bytes], event_log: Path) -> list[Any]:
