@@ -90,7 +90,10 @@ def gpu_job(cluster: int, proc: int, gpu_memory_mb: int | None = 16384, capabili
     resources = Resources(
         cpus=4, memory_mb=8192, disk_mb=2048, gpus=1, gpu_memory_mb=gpu_memory_mb, cuda_capability=capability
     )
-    step = StepInfo("train", "train", ("region",), resources, None, {}, 0, (), None, 0, None)
+    step = StepInfo(
+        name="train", kind="train", axes=("region",), resources=resources, classads={},
+        retries=0, retry_unless_exit=(), timeout_s=None, priority=0, metrics=None,
+    )  # fmt: skip
     ad = classad2.ClassAd()
     for name, value in {
         "ClusterId": cluster,

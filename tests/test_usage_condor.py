@@ -121,7 +121,10 @@ LOG = """\
 
 def _plan(tmp_path: Path) -> Plan:
     steps = {
-        name: StepInfo(name, "command", (), Resources(cpus=1, memory_mb=128), None, {}, 0, (), None, 0, None)
+        name: StepInfo(
+            name=name, kind="command", axes=(), resources=Resources(cpus=1, memory_mb=128), classads={},
+            retries=0, retry_unless_exit=(), timeout_s=None, priority=0, metrics=None,
+        )
         for name in ("hog", "flaky", "idle")
     }
     nodes = {name: Node(name, name, ["true"], {}, {}) for name in steps}
