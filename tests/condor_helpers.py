@@ -4,10 +4,13 @@ DAGMan and condor_submit would (VARS as submit macros, then expansion by htcondo
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import classad2
 import htcondor2
+import pytest
 
 from dagflow.engines.condor.lint import DagFile
 from dagflow.engines.condor.submit_writer import runtime_environment
@@ -228,3 +231,14 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Event log times are local time; the recorded and hand-written condor files assume UTC. Autouse in a
+    test module that imports it."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

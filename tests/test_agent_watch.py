@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -91,8 +90,8 @@ def test_cli_watch(imds: tuple[str, ImdsState], condor_drain: Path) -> None:
 
 FAILS_ONCE = """#!/bin/sh
 echo "$*" >> "{log}"
-if [ ! -e "{tried}" ]; then
-  touch "{tried}"
+if [ ! -e "{flag}" ]; then
+  touch "{flag}"
   echo "ERROR: failed to send DRAIN_JOBS command to startd (connection refused)" >&2
   exit 1
 fi
@@ -103,14 +102,7 @@ echo "Sent request to drain the startd"
 @pytest.fixture
 def condor_drain_failing_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A condor_drain that fails its first call (the startd was busy restarting), then works."""
-    bin_dir = tmp_path / "bin-once"
-    bin_dir.mkdir()
-    log = tmp_path / "drain-once.log"
-    script = bin_dir / "condor_drain"
-    script.write_text(FAILS_ONCE.format(log=log, tried=tmp_path / "tried"))
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return log
+    return fake_condor_drain(tmp_path, monkeypatch, FAILS_ONCE)
 
 
 def test_a_failed_drain_is_retried_until_it_takes(imds: tuple[str, ImdsState], condor_drain_failing_once: Path) -> None:

@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,20 +23,10 @@ from dagflow.engines.condor.engine import prepare_condor
 from dagflow.engines.condor.observe import read_condor_status
 from dagflow.engines.condor.records import CondorRecord
 from dagflow.run.layout import RunLayout
-from tests.condor_helpers import regional_plan
+from tests.condor_helpers import regional_plan, utc  # noqa: F401 (utc: an autouse fixture)
 
 DATA = Path(__file__).parent / "data" / "condor" / "cancelled-same-second"
 SUBMITTED_AT = 1740837605  # 2025-03-01 14:00:05 UTC: both SUBMIT lines of the jobstate log
-
-
-@pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch):
-    """Event log times are local time; the recorded files are in UTC."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def cancelled_run(runs_dir: Path, removed: float) -> RunLayout:

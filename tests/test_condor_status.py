@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import classad2
@@ -32,22 +31,12 @@ from dagflow.engines.condor import events, jobstate, status_files
 from dagflow.engines.condor.engine import prepare_condor
 from dagflow.engines.condor.observe import read_condor_status
 from dagflow.engines.registry import engine_of_run, read_run_status
-from tests.condor_helpers import regional_plan
+from tests.condor_helpers import regional_plan, utc  # noqa: F401 (utc: an autouse fixture)
 
 DATA = Path(__file__).parent / "data" / "condor"
 TRAIN_STDERR = (
     'Traceback (most recent call last):\n  File "train.py", line 40, in <module>\nValueError: lr must be > 0\n'
 )
-
-
-@pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch):
-    """Event log times are local time; the hand-written files assume UTC."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def make_run(runs_dir: Path, scenario: str, submitted: bool = True, files: bool = True):  # -> Prepared

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import shutil
@@ -38,6 +37,7 @@ from pathlib import Path
 from dagflow.data import with_import_root
 from dagflow.engines.local.keeper import WORKDIR_FD, lock_name
 from dagflow.plan import DAGFLOW_LAUNCHER
+from dagflow.run.lock import is_locked
 
 
 def command_for(argv: list[str], env: dict[str, str]) -> list[str]:
@@ -170,17 +170,10 @@ def keeper_alive(pid: int | None, run_dir: Path) -> bool:
     record how its nodes end. Both hold its lock file (keeper.py); the pid alone could be reused."""
     if not pid:
         return False
-    try:
-        fd = os.open(run_dir / lock_name(pid), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:  # not created yet, or removed as its warden ended (or a keeper of an earlier install)
+    lock = run_dir / lock_name(pid)
+    if not lock.exists():  # not created yet, or removed as its warden ended (or a keeper of an earlier install)
         return is_keeper(pid, run_dir)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return is_locked(lock)  # gone since: its warden ended
 
 
 def held_by_keeper(pid: int, run_dir: Path) -> bool:
