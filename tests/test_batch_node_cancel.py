@@ -55,6 +55,7 @@ def test_a_shell_node_ended_by_the_cancel_leaves_no_end_event_and_no_retry(tmp_p
     assert [(record["exit_code"], record["reason"]) for record in usage] == [(143, "killed")]
 
 
+@pytest.mark.slow
 def test_without_a_cancel_of_its_submission_the_same_exit_is_a_failure_retried(tmp_path: Path) -> None:
     # An earlier submission was cancelled, not this one: a node killed by someone else fails and is retried
     # (after the wrapper waited OWN_STOP_WAIT_S for a signal of its own, per attempt).

@@ -344,6 +344,7 @@ def dagflow(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("engine", ["slurm", "sge"])
+@pytest.mark.slow
 def test_a_newline_in_the_pipeline_directory_is_refused_before_any_job(
     engine: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 BRANIN_MINIMUM = 0.397887
 BUDGET = 4
@@ -28,6 +30,7 @@ def cache_result(cache: Path, label: str, seed: int, regret: float) -> None:
     (cache / f"{name}.json").write_text(json.dumps([label, "branin", seed, values, 1.0]))
 
 
+@pytest.mark.slow
 def test_scheduler_rows_are_compared_on_their_own_seeds(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import htcondor2
+import pytest
 
 from dagflow.engines.condor.compile import compile_plan
 from dagflow.plan.expand import expand
@@ -27,6 +28,7 @@ def copy(tmp_path: Path) -> Path:
     return workdir
 
 
+@pytest.mark.slow
 def test_the_example_runs_locally_through_its_checkpoint_restarts(tmp_path: Path) -> None:
     workdir = copy(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}  # nodes' python comes from dagflow

@@ -119,6 +119,7 @@ def test_runner_killed_while_a_node_checkpoints_resumes_from_the_checkpoint_with
     assert (record["state"], record["attempts"], record["restarts"]) == ("succeeded", 1, 4)
 
 
+@pytest.mark.slow
 def test_the_restart_cap_counts_restarts_from_before_a_resume(tmp_path: Path) -> None:
     pipeline(tmp_path, epochs_=1000, retries=0, extra=", max_restarts: 3")
     env = {**cli_env(), "EPOCH_PAUSE_AT": "3"}

@@ -72,6 +72,7 @@ def _run_wrapper(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
+@pytest.mark.slow
 def test_the_wrapper_relays_each_metric_line_marked_onto_stderr_and_keeps_the_exit_code(tmp_path: Path) -> None:
     done = _run_wrapper(tmp_path, "--progress", "m/metrics.jsonl", "1", "m/metrics.jsonl", "python3", "command.py", "3")
     assert done.returncode == 3, done.stderr
@@ -86,6 +87,7 @@ def test_the_wrapper_relays_each_metric_line_marked_onto_stderr_and_keeps_the_ex
     assert lines.index(STREAM_MARKER.decode() + marked[0]) < max(i for i, line in enumerate(lines) if "99.0" in line)
 
 
+@pytest.mark.slow
 def test_the_wrapper_without_progress_relays_nothing_and_checks_outputs(tmp_path: Path) -> None:
     done = _run_wrapper(tmp_path, "1", "m/metrics.jsonl", "python3", "command.py", "0")
     assert done.returncode == 0, done.stderr
@@ -94,6 +96,7 @@ def test_the_wrapper_without_progress_relays_nothing_and_checks_outputs(tmp_path
     assert missing.returncode == 1 and "declared output m/absent was not written" in missing.stderr
 
 
+@pytest.mark.slow
 def test_a_soft_kill_reaches_the_command_and_the_relay_ends(tmp_path: Path) -> None:
     (tmp_path / "command.py").write_text("import time\nopen('m/metrics.jsonl', 'a').write('{\"step\": 1}\\n')\n"
                                          "time.sleep(60)\n")  # fmt: skip

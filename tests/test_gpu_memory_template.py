@@ -178,6 +178,7 @@ def _pool_gpu_memory(pool: Pool) -> dict[str, int]:
     return memory
 
 
+@pytest.mark.slow
 def test_batch_node_wrapper_fills_it_from_the_visible_devices(tmp_path: Path) -> None:
     """Slurm and Grid Engine run nodes through dagflow.engines.batch.node, which asks nvidia-smi."""
     import subprocess

@@ -36,6 +36,7 @@ def _failed_run(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_status_shows_a_failed_nodes_stderr_inert_in_a_pipe_and_a_terminal(tmp_path: Path) -> None:
     _failed_run(tmp_path)
     piped = dagflow_cli("status", cwd=tmp_path)

@@ -56,6 +56,7 @@ def test_editing_a_script_or_a_config_file_the_command_names_reruns_it_and_its_d
     assert run(tmp_path, "pipeline.yaml") == {"evaluate": "cached", "report": "cached"}
 
 
+@pytest.mark.slow
 def test_resume_does_not_keep_a_finished_node_whose_script_was_edited_since(tmp_path: Path) -> None:
     setup(tmp_path)
     (tmp_path / "report-rc").write_text("3\n")

@@ -32,6 +32,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.slow
 def test_a_full_disk_stops_the_runner_cleanly_and_a_resume_finishes(tmp_path: Path, small_disk: Path) -> None:
     runs = small_disk / "runs"
     # `fill` fills the run's filesystem (once); the events of the nodes after it no longer fit.
@@ -60,6 +61,7 @@ def test_a_full_disk_stops_the_runner_cleanly_and_a_resume_finishes(tmp_path: Pa
     assert sorted(set(ran)) == sorted(f"n{i}" for i in range(150))
 
 
+@pytest.mark.slow
 def test_a_malformed_journal_event_is_skipped_and_reported_once(tmp_path: Path) -> None:
     s = step("s")
     plan = make_plan(

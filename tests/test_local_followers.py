@@ -105,6 +105,7 @@ def test_start_now_and_drop_of_waiting_followers(tmp_path: Path) -> None:
     assert keeper.started() == ["lead", "early"]
 
 
+@pytest.mark.slow
 def test_a_drop_written_before_the_leader_is_killed_stops_its_follower(tmp_path: Path) -> None:
     # Ctrl-C's order in the runner: drop the waiting follower, then signal its leader. The keeper must
     # honour the drop even when it had already read its requests for this turn when the leader died (it
@@ -262,6 +263,7 @@ FAIL_ONCE = 'test -f "ran.$DAGFLOW_NODE" || { touch "ran.$DAGFLOW_NODE"; exit 3;
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 3])
+@pytest.mark.slow
 def test_never_more_nodes_at_once_than_slots_and_each_runs_to_success_once(tmp_path: Path, jobs: int) -> None:
     # Chains, a fan-in and a fan-out with nodes of mixed lengths, some failing once (a retry), a long one
     # with the higher priority: followers wait behind long and short leaders, some start early.

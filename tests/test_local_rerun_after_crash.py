@@ -88,6 +88,7 @@ def keeper_pid(tmp_path: Path) -> int:
     return json.loads(procs[0])["k"]
 
 
+@pytest.mark.slow
 def test_a_plain_rerun_adopts_the_node_a_killed_runner_left_running(tmp_path: Path) -> None:
     write_pipeline(tmp_path)
     pid = kill_runner_while_long_runs(tmp_path)
@@ -115,6 +116,7 @@ def test_a_plain_rerun_adopts_the_node_a_killed_runner_left_running(tmp_path: Pa
     assert len(runs(tmp_path)) == 2
 
 
+@pytest.mark.slow
 def test_a_result_the_keeper_recorded_while_no_runner_lived_counts_for_a_plain_rerun(tmp_path: Path) -> None:
     write_pipeline(tmp_path)
     pid = kill_runner_while_long_runs(tmp_path)
@@ -138,6 +140,7 @@ def parent_of(pid: int) -> int:
 
 
 @pytest.mark.parametrize("killed", ["keeper", "warden"])
+@pytest.mark.slow
 def test_when_a_keeper_process_dies_too_its_node_runs_on_and_its_exit_is_recorded(tmp_path: Path, killed: str) -> None:
     """kill -9 of the runner, then of the node's keeper (its parent) or of the keeper's warden (the pid the
     records name): the other process records the node's exit, so the next run takes it and runs nothing
@@ -225,6 +228,7 @@ def test_a_plain_run_of_the_nodes_a_live_runner_runs_is_refused(tmp_path: Path) 
     assert effects(tmp_path) == ["after", "long"]
 
 
+@pytest.mark.slow
 def test_status_after_kill_9_shows_what_the_keeper_still_runs_and_what_ended_since(tmp_path: Path) -> None:
     write_pipeline(tmp_path)
     pid = kill_runner_while_long_runs(tmp_path)

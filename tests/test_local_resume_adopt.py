@@ -73,6 +73,7 @@ def resume(tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return dagflow_cli("run", "--resume", "ad", "--kill-grace", "0.5", cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_a_node_still_running_is_adopted_not_killed_nor_restarted(tmp_path: Path) -> None:
     pid = start_and_kill_runner(tmp_path)
     resumed = subprocess.Popen(
@@ -97,6 +98,7 @@ def test_a_node_still_running_is_adopted_not_killed_nor_restarted(tmp_path: Path
     assert status["state"] == "succeeded" and status["counts"] == {"succeeded": 2}
 
 
+@pytest.mark.slow
 def test_a_node_that_succeeded_while_no_runner_lived_is_not_rerun(tmp_path: Path) -> None:
     pid = start_and_kill_runner(tmp_path)
     (tmp_path / "release").touch()
@@ -108,6 +110,7 @@ def test_a_node_that_succeeded_while_no_runner_lived_is_not_rerun(tmp_path: Path
     assert read_journal(run_dir(tmp_path) / "journal.jsonl").nodes["long"].state == "succeeded"
 
 
+@pytest.mark.slow
 def test_a_node_that_failed_while_no_runner_lived_keeps_its_exit_code(tmp_path: Path) -> None:
     pid = start_and_kill_runner(tmp_path)
     (tmp_path / "rc").write_text("3\n")
@@ -149,6 +152,7 @@ def test_resume_after_fixing_the_pipeline_runs_the_fixed_command_and_keeps_uncha
     assert sorted((tmp_path / "runs.log").read_text().split()) == ["fixd", "fixed", "other", "prep"]
 
 
+@pytest.mark.slow
 def test_an_edit_a_resume_takes_is_checked_by_the_engines_as_a_fresh_run_would_be(tmp_path: Path) -> None:
     """The edited file is loaded with every engine's own checks (here HTCondor's parser of `requirements`),
     as `dagflow run` checks a fresh file: a bad expression is a located error, not a silently kept plan."""

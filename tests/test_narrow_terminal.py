@@ -17,6 +17,8 @@ from test_resources_suggest import _history, _pipeline
 
 from dagflow.cli import app
 
+pytestmark = pytest.mark.slow  # its module fixture alone takes seconds: not for the fast subset
+
 # Node names sharing a long prefix, differing only at the end; the first step fails, so the second's
 # `why` names the first's nodes too.
 PIPELINE = """\

@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from test_local_support import cli_env
 
 NODES = 40
@@ -44,6 +45,7 @@ def node_states(tmp_path: Path) -> dict[str, str]:
     return {node["node"]: node["state"] for node in json.loads(status.stdout)["nodes"]}
 
 
+@pytest.mark.slow
 def test_many_nodes_at_once_under_a_low_hard_limit_all_succeed(tmp_path: Path) -> None:
     # each node writes to both streams, so the keeper holds its two pipes and two log files
     write_pipeline(tmp_path, "echo out {i}; echo err {i} >&2; sleep 2")

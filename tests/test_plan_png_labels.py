@@ -73,6 +73,7 @@ def ink_outside_boxes(pixels: np.ndarray) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize(("pipeline", "boxes"), [("region-retrain", 13), (BOLD_NAMES, 6), (LONG_NAMES, 5)],
                          ids=["region-retrain", "bold-names", "long-names"])  # fmt: skip
+@pytest.mark.slow
 def test_every_label_lies_inside_its_box(tmp_path: Path, pipeline: str, boxes: int) -> None:
     if pipeline == "region-retrain":
         path = REPO / "examples" / "region-retrain" / "pipeline.yaml"

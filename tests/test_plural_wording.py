@@ -41,6 +41,7 @@ def dagflow(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )  # the timeout only keeps a regression from hanging the suite
 
 
+@pytest.mark.slow
 def test_one_blocked_node_is_one_node(tmp_path: Path) -> None:
     (tmp_path / "pipeline.yaml").write_text(BLOCKED)
     ran = dagflow("run", "pipeline.yaml", cwd=tmp_path)

@@ -228,6 +228,7 @@ def test_runs_promote_only_better_models_and_say_so(project: Path, aws: str) -> 
     assert "Traceback" not in broken.stderr
 
 
+@pytest.mark.slow
 def test_promotion_to_local_pointer_and_publish_collisions(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a/model.txt").write_text("a")

@@ -75,6 +75,7 @@ def test_region_retrain_report_renders_in_chromium(tmp_path: Path) -> None:
     assert_real_picture(tmp_path / "states.png")
 
 
+@pytest.mark.slow
 def test_console_check_sees_a_script_error(tmp_path: Path) -> None:
     """The control for the check above: a page whose script throws is caught."""
     page = tmp_path / "broken.html"
@@ -201,6 +202,7 @@ def test_waste_is_called_out_per_step(tmp_path: Path) -> None:
         assert f">{slot}<title>" in html  # one timeline lane per slot the usage records name
 
 
+@pytest.mark.slow
 def test_report_bad_input_is_a_clean_error(tmp_path: Path) -> None:
     cases = [
         (("report",), "no runs under"),

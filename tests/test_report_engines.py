@@ -61,6 +61,7 @@ def check_report(html: str, run_dir: Path, engine: str) -> None:
 
 
 @pytest.mark.parametrize("engine", ["slurm", "sge"])
+@pytest.mark.slow
 def test_batch_engine_runs_report_alike(tmp_path: Path, engine: str, request: pytest.FixtureRequest) -> None:
     request.getfixturevalue({"slurm": "slurm_cluster", "sge": "sge_cluster"}[engine])
     (tmp_path / "pipeline.yaml").write_text(SMALL)

@@ -65,6 +65,7 @@ def test_group_rss_counts_the_whole_process_group() -> None:
         child.wait()
 
 
+@pytest.mark.slow
 def test_a_local_node_over_its_memory_runs_again_with_more(tmp_path: Path) -> None:
     plan = _hog_plan(tmp_path, 300, Resources(memory_mb=128, memory_max_mb=1024, memory_growth=2.0))
     result = run_local(plan, _options(tmp_path))

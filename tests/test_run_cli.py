@@ -92,6 +92,7 @@ def test_kill_9_of_the_runner_then_resume_reruns_no_finished_node(tmp_path: Path
     assert json.loads(dagflow_cli("status", "--json", cwd=tmp_path).stdout)["counts"] == {"succeeded": 41}
 
 
+@pytest.mark.slow
 def test_sigint_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None:
     slow = 'echo "$DAGFLOW_NODE" >> counter; test -f go && exit 0; sleep 60'
     stubborn = 'trap "" TERM; echo "$DAGFLOW_NODE" >> counter; test -f go && exit 0; sleep 60'
@@ -124,6 +125,7 @@ def test_sigint_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None:
     assert runs == {"q0": 1, "q1": 1, "q2": 1, "slow": 2, "stubborn": 2, "tail": 1}
 
 
+@pytest.mark.slow
 def test_status_and_logs_of_a_finished_run(tmp_path: Path) -> None:
     missing = Node(name="missing", step="s", argv=["./no-such-program"], env={}, coords={})
     plan = write_plan(

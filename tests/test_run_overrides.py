@@ -52,6 +52,7 @@ def _status(workdir: Path, run: str = "latest") -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_only_values_of_one_axis_add_up_and_axes_narrow(tiny: Path) -> None:
     one = _plan(tiny, "--only", "region=us")
     assert sorted(node["name"] for node in one["nodes"]) == [
@@ -65,6 +66,7 @@ def test_only_values_of_one_axis_add_up_and_axes_narrow(tiny: Path) -> None:
     assert "summary.small" not in {node["name"] for node in every_region["nodes"]}
 
 
+@pytest.mark.slow
 def test_set_reads_a_yaml_scalar_and_changes_only_the_nodes_that_use_it(tiny: Path) -> None:
     plain = {node["name"]: node for node in _plan(tiny)["nodes"]}
     changed = {node["name"]: node for node in _plan(tiny, "--set", "alpha=0.5")["nodes"]}
@@ -102,6 +104,7 @@ def test_resume_refuses_new_overrides(tiny: Path) -> None:
     assert "--resume continues an existing run as it was planned" in result.stderr
 
 
+@pytest.mark.slow
 def test_an_overridden_param_is_a_different_cache_key_and_is_recorded(tiny: Path) -> None:
     first = dagflow_cli("run", "pipeline.yaml", "--only", "region=us", "--only", "size=small", cwd=tiny)
     assert first.returncode == 0, first.stderr
@@ -127,6 +130,7 @@ def test_an_overridden_param_is_a_different_cache_key_and_is_recorded(tiny: Path
     assert {node["state"] for node in _status(tiny)["nodes"]} == {"cached"}
 
 
+@pytest.mark.slow
 def test_a_resume_after_an_edit_keeps_the_overrides(tiny: Path) -> None:
     """The run's fit fails; the pipeline is fixed; `--resume` re-plans it with the run's own overrides."""
     broken = PIPELINE.replace("write('{params.alpha}')", "write('{params.alpha}'); raise SystemExit(3)")
@@ -166,6 +170,7 @@ def test_retrain_only_us_with_another_alpha(tmp_path: Path) -> None:
     assert {node["state"] for node in _status(workdir)["nodes"]} == {"cached"}
 
 
+@pytest.mark.slow
 def test_a_command_naming_its_own_output_is_cached_on_the_next_run(tmp_path: Path) -> None:
     """`python eval.py --out models/us/metrics.json`: the output named on the command line is what the node
     writes, not a script it runs; once written it must not change the node's key (the example's evaluate

@@ -58,6 +58,7 @@ def test_commands_find_the_run_from_the_pipeline_directory(root: Path) -> None:
         assert "no run" not in result.stderr and "Traceback" not in result.stderr, (command, result.stderr)
 
 
+@pytest.mark.slow
 def test_commands_find_the_run_from_where_it_was_typed(root: Path) -> None:
     _ran_from_root(root)
     status = dagflow_cli("status", cwd=root)
@@ -86,6 +87,7 @@ def test_no_run_found_says_where_it_looked_and_how_to_point_elsewhere(root: Path
         assert "--runs-dir" in result.stderr and "beside" in result.stderr, (args, result.stderr)
 
 
+@pytest.mark.slow
 def test_an_explicit_runs_dir_is_where_the_run_goes_and_is_looked_for(root: Path) -> None:
     done = dagflow_cli("run", "proj/pipeline.yaml", "--run-id", "r3", "--runs-dir", "elsewhere", cwd=root)
     assert done.returncode == 0, done.stderr

@@ -71,6 +71,7 @@ def test_bad_s3_settings_give_one_line_and_exit_2(
     assert_one_clean_line(down, code, *expected)
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_exits_3_with_the_password_redacted(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("a")
     endpoint = f"http://user:{PASSWORD}@127.0.0.1:{free_port()}"  # nothing listens there
@@ -92,6 +93,7 @@ def test_promote_with_bad_s3_settings_is_bad_input_and_redacted(tmp_path: Path) 
     assert "e.promote: failed: bad S3 endpoint" in result.stderr and "http://***@bad host" in result.stderr
 
 
+@pytest.mark.slow
 def test_objects_named_like_partial_downloads_are_user_data(proxy: base.FaultProxy, aws: str, tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()

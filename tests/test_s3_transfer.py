@@ -188,6 +188,7 @@ def remote_tree(aws: str, prefix: str) -> dict[str, bytes]:
     return {o["Key"][len(prefix) :]: client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read() for o in listing}
 
 
+@pytest.mark.slow
 def test_upload_then_download_copies_everything_and_skips_what_is_unchanged(
     proxy: FaultProxy, aws: str, tmp_path: Path
 ) -> None:

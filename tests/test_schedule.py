@@ -158,6 +158,7 @@ def test_install_replace_list_remove_and_run_as_cron(user_crontab: str, tmp_path
     assert "no dagflow schedule installed" in dagflow("schedule", "list").stdout
 
 
+@pytest.mark.slow
 def test_condor_cron_job_and_refusals(tmp_path: Path) -> None:
     pipeline = tmp_path / "pipeline.yaml"
     pipeline.write_text(PIPELINE.replace('"30 4 * * MON-FRI"PER', '"*/15 2-4 1,15 * *"'))

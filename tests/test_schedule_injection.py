@@ -53,6 +53,7 @@ def pipeline_in(directory: Path) -> Path:
     return pipeline
 
 
+@pytest.mark.slow
 def test_a_newline_in_the_directory_name_is_refused_and_writes_no_line(user_crontab: str, tmp_path: Path) -> None:
     pipeline = pipeline_in(tmp_path / "proj\n* * * * * touch /tmp/dagflow-injected")
     result = dagflow("schedule", "install", str(pipeline))

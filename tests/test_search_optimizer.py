@@ -51,6 +51,7 @@ def observed(space: SearchSpace, n: int, seed: int = 0) -> list[Observation]:
 
 
 @pytest.mark.parametrize("engine", ["gp", "random"])
+@pytest.mark.slow
 def test_a_batch_is_distinct_and_avoids_pending_points(engine: str) -> None:
     space = branin_space()
     optimizer = make_optimizer(space, engine, seed=1)

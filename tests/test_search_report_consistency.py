@@ -18,6 +18,8 @@ from test_search_scheduler_support import write_pipeline
 
 from dagflow.search.store import SearchStore
 
+pytestmark = pytest.mark.slow  # its module fixture alone takes seconds: not for the fast subset
+
 REGIONS = ["b", "a"]  # listed out of name order: the PNG once coloured in this order, the HTML in sorted order
 STOP_REASON = "median rule at step 3: best so far 12.5 is worse than the median 10.4"
 

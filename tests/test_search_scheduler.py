@@ -88,6 +88,7 @@ def _overdue_once_it_hangs(pipeline_dir: Path, db: Path, stop: threading.Event, 
         errors.append(error)
 
 
+@pytest.mark.slow
 def test_failed_vanished_and_overdue_trials_count_and_the_search_goes_on(tmp_path: Path) -> None:
     pipeline = write_pipeline(tmp_path / "p", budget=6, parallel=3, optimizer="random")
     for trigger in ("fail-once", "vanish-once", "hang-once"):
@@ -115,6 +116,7 @@ def test_failed_vanished_and_overdue_trials_count_and_the_search_goes_on(tmp_pat
     assert len({json.dumps(trial.params, sort_keys=True) for trial in trials}) == 6
 
 
+@pytest.mark.slow
 def test_per_region_searches_run_side_by_side(tmp_path: Path) -> None:
     pipeline = write_pipeline(tmp_path / "p", budget=3, parallel=2, regions=["a", "b"], optimizer="random")
     lines: list[str] = []

@@ -125,6 +125,7 @@ def test_main_file_given_per_task(tmp_path: Path) -> None:
     assert [row["state"] for row in rows] == ["succeeded"] * 3
 
 
+@pytest.mark.slow
 def test_tasks_naming_different_main_files_are_refused(tmp_path: Path) -> None:
     directory = experiment(tmp_path, "per-task-main")
     config = json.loads((directory / "config.json").read_text())
@@ -139,6 +140,7 @@ def test_tasks_naming_different_main_files_are_refused(tmp_path: Path) -> None:
     ("name", "message"),
     [("matlab", "a MATLAB experiment cannot be run"), ("lite", "spearmint-lite config")],
 )
+@pytest.mark.slow
 def test_what_dagflow_cannot_run_is_refused_with_exit_2(tmp_path: Path, name: str, message: str) -> None:
     directory = experiment(tmp_path, name)
     code, output, rows = run_search(tmp_path, directory, "--budget", "3")

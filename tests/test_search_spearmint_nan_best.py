@@ -98,6 +98,7 @@ def main(job_id, params):
 """
 
 
+@pytest.mark.slow
 def test_nan_jobs_are_completed_infeasible_trials_everywhere(tmp_path: Path) -> None:
     directory = nan_experiment(tmp_path, NAN_ABOVE_HALF)
     result = search_cli("--spearmint", str(directory), "--poll", "0.05", "--seed", "1", "--budget", "6",
@@ -176,6 +177,7 @@ def test_a_gaussian_search_names_one_best_everywhere(tmp_path: Path) -> None:
     assert lines[:2] == [f"Best result: {best['value']:f}", f"Job-id: {best['trial']}"], lines
 
 
+@pytest.mark.slow
 def test_a_constrained_search_names_one_feasible_best_and_shows_feasibility(tmp_path: Path) -> None:
     directory = experiment(tmp_path, "constrained")  # minimise (a-1)^2+(b-1)^2 under a+b >= 3
     result = search_cli("--spearmint", str(directory), "--poll", "0.05", "--seed", "3", "--budget", "8",

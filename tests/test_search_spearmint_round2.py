@@ -217,6 +217,7 @@ def test_a_bad_resource_limit_is_located(tmp_path: Path) -> None:
 # -- item 7: PESC's base config file -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_base_config_file_is_read_under_the_experiments_own_config(tmp_path: Path) -> None:
     """PESC's toy-fast-slow layout: each experiment's config.json names `base config file`
     ($LOCATION_OF_THIS_FILE$/../base_config.json), which holds the main file and the variables."""

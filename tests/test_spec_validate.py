@@ -345,6 +345,7 @@ def test_search_engine_and_objective_step_are_checked_by_validation() -> None:
     assert "search.objective: no step has `metrics:`" in search_error(no_metrics)
 
 
+@pytest.mark.slow
 def test_validate_command_refuses_what_search_run_refuses(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -123,6 +123,7 @@ def _promote(tmp_path: Path) -> subprocess.CompletedProcess[str]:
                "latest", "--model", "model/", "--run-id", "r1", "--node", "eval.promote", cwd=tmp_path)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_promote_refuses_a_deep_metrics_file_or_pointer(tmp_path: Path) -> None:
     (tmp_path / "model").mkdir()
     (tmp_path / "model/m.txt").write_text("m")

@@ -208,6 +208,7 @@ class StandInGpus:
         self.closed = True
 
 
+@pytest.mark.slow
 def test_gpu_memory_and_utilization_are_sampled_while_a_gpu_node_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -250,6 +251,7 @@ def test_usage_lines_are_plain_json(tmp_path: Path) -> None:
 # --- status ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_status_shows_each_node_s_latest_usage(tmp_path: Path) -> None:
     write_alloc(tmp_path)
     plan = make_plan(

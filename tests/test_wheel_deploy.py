@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # its module fixture alone takes seconds: not for the fast subset
+
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY_FILES = sorted(path.name for path in (ROOT / "deploy").iterdir() if path.is_file())
 
