@@ -11,7 +11,9 @@ subprocess so peak RSS (ru_maxrss) is its own:
                   (`--data-mode transfer` adds each node's transfer_input_files list, which that side lacks)
   htcondor2.dags  the same graph and VARS, built as an htcondor2.dags.DAG and written by write_dag
 
-Targets: dagflow within 1.2x of htcondor2.dags' time, and under 400 MB peak.
+Targets: dagflow within 1.2x of htcondor2.dags' time, and under 400 MB peak. "process" is the whole
+worker process as its parent times it (interpreter start, imports, the work, exit), its CPU from the
+parent's RUSAGE_CHILDREN: the whole-process target is 1.5x the htcondor2.dags writer process.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 from pathlib import Path
 
 TIME_RATIO_TARGET = 1.2
+PROCESS_RATIO_TARGET = 1.5
 PEAK_MB_TARGET = 400
 
 
@@ -212,8 +215,15 @@ def measure(which: str, work: Path, regions: int, trials: int, data_mode: str) -
         "--data-mode",
         data_mode,
     ]
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
     done = subprocess.run(command, check=True, capture_output=True, text=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    wall = time.perf_counter() - start
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["process"] = wall
+    result["process_cpu"] = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+    return result
 
 
 def main() -> None:
@@ -242,6 +252,12 @@ def main() -> None:
         ours = min((mine for mine, _ in rounds), key=lambda row: row["total"])
         theirs = min((other for _, other in rounds), key=lambda row: row["total"])
     ratio = ours["total"] / theirs["total"]
+    process_ours = min(mine["process"] for mine, _ in rounds)
+    process_theirs = min(other["process"] for _, other in rounds)
+    process_ratio = process_ours / process_theirs
+    process_cpu_ratio = min(mine["process_cpu"] for mine, _ in rounds) / min(
+        other["process_cpu"] for _, other in rounds
+    )
     # CPU seconds: on a machine other work keeps busy, the single-threaded sides' CPU time is the steadier
     # measure (wall time then counts the time each waited for a core)
     cpu_ours = min(mine["cpu"] for mine, _ in rounds)
@@ -253,16 +269,22 @@ def main() -> None:
     )
     print(
         f"{'':18}{'load+validate':>14}{'expand/build':>14}{'write':>9}{'total':>9}{'peak RSS':>11}"
-        f"{'(imports)':>11}{'.dag':>9}{'CPU':>9}"
+        f"{'(imports)':>11}{'.dag':>9}{'CPU':>9}{'process':>9}"
     )
     for name, row in (("dagflow", ours), ("htcondor2.dags", theirs)):
         print(
             f"{name:18}{row['load']:>13.2f}s{row['expand']:>13.2f}s{row['write']:>8.2f}s{row['total']:>8.2f}s"
             f"{row['peak_mb']:>8.0f} MB{row['base_mb']:>8.0f} MB{row['dag_mb']:>6.1f} MB{row['cpu']:>8.2f}s"
+            f"{min(r[0 if name == 'dagflow' else 1]['process'] for r in rounds):>8.2f}s"
         )
     print(
         f"time ratio dagflow / htcondor2.dags: {ratio:.2f}x (target <= {TIME_RATIO_TARGET}x: "
         f"{'met' if ratio <= TIME_RATIO_TARGET else 'MISSED'})"
+    )
+    print(
+        f"whole process ratio dagflow / htcondor2.dags: {process_ratio:.2f}x (target <= {PROCESS_RATIO_TARGET}x: "
+        f"{'met' if process_ratio <= PROCESS_RATIO_TARGET else 'MISSED'}; best of each: {process_ours:.2f}s / "
+        f"{process_theirs:.2f}s; CPU {process_cpu_ratio:.2f}x)"
     )
     print(
         f"CPU time ratio: {cpu_ours / cpu_theirs:.2f}x (each side's least CPU seconds over the rounds: "
