@@ -50,6 +50,14 @@ BUILTIN_ATTRIBUTES = frozenset(name.lower() for name in attributes.BUILTIN_ATTRI
 TIMEOUT_REMOVE = "(JobStatus == 5) && (HoldReasonCode =?= 47)"
 # Transfer mode: the job's executable is this wrapper (engines/condor/node.sh), copied beside the DAG.
 NODE_WRAPPER = "dagflow-node.sh"
+# A step that requests no GPU never runs in a dynamic slot that holds one. The schedd keeps a claimed slot
+# and "will keep running jobs on that slot as long as it has more jobs with matching requirements" (HTCondor
+# manual, startd configuration, CLAIM_WORKLIFE): after a GPU step, the next CPU-only node of the DAG would
+# run in the GPU step's dynamic slot and leave its GPU idle. A partitionable slot (DynamicSlot undefined)
+# still matches, and the startd carves the job a slot without GPUs (RequestGPUs = 0); so does a machine
+# without GPUs (GPUs undefined). GPU steps leave TARGET.GPUs unnamed: condor_submit adds its own GPU count
+# clause only when the requirements do not name it.
+CPU_ONLY_SLOT = "((TARGET.DynamicSlot =!= true) || ((TARGET.GPUs ?: 0) == 0))"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +144,8 @@ def requirements(step: StepInfo) -> str:
         # `countMatches(MY.RequireGPUs, TARGET.AvailableGPUs) >= RequestGPUs` (or `TARGET.GPUs >= RequestGPUs`
         # without per-GPU limits) itself, and leaves it out when the requirements already name TARGET.GPUs.
         clauses.append("(TARGET.HAS_GPU =?= true)")
+    else:
+        clauses.append(CPU_ONLY_SLOT)
     expression = requirements_expression(step)
     if expression:
         clauses.append("(" + _one_line_expression(step, expression) + ")")
