@@ -3,7 +3,6 @@ at a run of any engine."""
 
 from __future__ import annotations
 
-import json
 import sys
 from difflib import get_close_matches
 from pathlib import Path
@@ -135,8 +134,11 @@ def status_command(
         status = read_run_status(find_run_from(runs_dir, run_id))
     except DagflowError as error:
         fail(error)
-    if json_output:
-        print(json.dumps(status.to_dict(), indent=None, separators=(",", ":")))
+    if json_output:  # written a piece at a time: a big run's JSON is tens of MB
+        sys.stdout.flush()
+        status.write_json(sys.stdout.buffer)
+        sys.stdout.buffer.write(b"\n")
+        sys.stdout.flush()
         return
     if watch:
         watch_status(lambda: read_run_status(status.layout), show_all, _runs_dir_hint(runs_dir), interval)

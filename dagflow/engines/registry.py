@@ -187,8 +187,8 @@ def read_run_status(layout: RunLayout) -> RunStatus:
     engine = engine_for_run(layout)
     status = engine.read_status(layout)
     status.engine = engine.name
-    if status.plan.overrides:
+    if status.overrides:
         from dagflow.plan.overrides import Overrides
 
-        status.notes.insert(0, f"overrides: {Overrides.from_dict(status.plan.overrides).describe()}")
+        status.notes.insert(0, f"overrides: {Overrides.from_dict(status.overrides).describe()}")
     return status

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Protocol
 
 from dagflow.plan import Plan
+from dagflow.plan.index import PlanIndex
 from dagflow.run.journal import (
+    CACHED,
     CHECKPOINTED,
     DONE_STATES,
     FAILED,
@@ -42,12 +48,119 @@ HELD = "held"
 STATE_ORDER = (PENDING, QUEUED, HELD, *NODE_STATES[1:])
 STDERR_TAIL_LINES = 5
 STDERR_TAIL_NODES = 20  # failed nodes whose stderr tail status reads (each is a file to open)
+# States a run's text view does not list one row each (unless asked, or the run is small).
+QUIET_STATES = frozenset({SUCCEEDED, CACHED, PENDING})
+PLAN_INDEX_FILE = "plan-index.json"  # the plan's index (plan/index.py), keyed by plan.json's stamp
+ROW_LIMIT = 20  # the most nodes a bigger run's text view lists one row each, unless --all
+# The states whose nodes a big run's view lists first, when it cannot list them all.
+ROW_PRIORITY = (FAILED, HELD, RETRYING, INTERRUPTED, RUNNING, CHECKPOINTED, QUEUED, UPSTREAM_FAILED)
+
+
+class NodesTextKeeper(Protocol):
+    def write(self, text: str) -> None: ...
+    def commit(self) -> None: ...
+    def abort(self) -> None: ...
+
+
+class NodesTextCache(Protocol):
+    """Where an engine keeps the text of `status --json`'s nodes for the status it was read with."""
+
+    def copy_to(self, write: Callable[[bytes], object]) -> bool: ...
+    def keeper(self) -> NodesTextKeeper | None: ...
+
+
+@dataclass(slots=True)
+class StatusSummary:
+    """What the text view of a run shows of its nodes, computed in one pass (an engine may cache it):
+    counts per state, progress per matrix axis, and the nodes not in QUIET_STATES, in plan order, with
+    their state and record; `usage`: the latest usage (None: none) of the nodes the view lists, where known."""
+
+    total: int
+    counts: dict[str, int]
+    progress: dict[str, dict[str, dict[str, int]]]
+    listed: dict[str, tuple[str, NodeRecord]]
+    usage: dict[str, NodeUsage | None] = field(default_factory=dict)
+
+    def shown(self) -> list[str]:
+        """The nodes the text view lists one row each."""
+        return rows_to_show(self.listed, ROW_LIMIT)
+
+
+def rows_to_show(listed: dict[str, tuple[str, NodeRecord]], limit: int) -> list[str]:
+    """At most `limit` of the listed nodes, in plan order: those in ROW_PRIORITY's first states first."""
+    if len(listed) <= limit:
+        return list(listed)
+    rank = {state: position for position, state in enumerate(ROW_PRIORITY)}
+    last = len(ROW_PRIORITY)
+    ranked = sorted(range(len(listed)), key=[rank.get(state, last) for state, _ in listed.values()].__getitem__)
+    chosen = set(ranked[:limit])
+    return [name for position, name in enumerate(listed) if position in chosen]
+
+
+class RecordColumns(Mapping[str, NodeRecord]):
+    """The journal's node records kept as columns (a big condor run's, read from its status cache): a
+    NodeRecord is built when asked for, and kept (a change made to it stays). `load` gives the columns
+    on first need, as (names, states, attempts, rc, why, started, ended), one item per node with a record;
+    `known` records are answered without loading them."""
+
+    __slots__ = ("_built", "_columns", "_load", "_position")
+
+    def __init__(self, load: Callable[[], tuple[list[Any], ...]], known: dict[str, NodeRecord] | None = None):
+        self._load = load
+        self._columns: tuple[list[Any], ...] | None = None
+        self._position: dict[str, int] | None = None
+        self._built: dict[str, NodeRecord] = dict(known or {})
+
+    def _loaded(self) -> tuple[list[Any], ...]:
+        if self._columns is None:
+            self._columns = self._load()
+            self._position = dict(zip(self._columns[0], range(len(self._columns[0])), strict=False))
+        return self._columns
+
+    def __getitem__(self, name: str) -> NodeRecord:
+        built = self._built.get(name)
+        if built is None:
+            columns = self._loaded()
+            at = self._position[name]  # type: ignore[index]  # KeyError: no record
+            built = self._built[name] = NodeRecord(*(column[at] for column in columns[1:]))
+        return built
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._built or name in self._loaded_position()
+
+    def _loaded_position(self) -> dict[str, int]:
+        self._loaded()
+        return self._position  # type: ignore[return-value]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded()[0])
+
+    def __len__(self) -> int:
+        return len(self._loaded()[0])
+
+    def rows(self) -> dict[str, tuple[Any, ...]]:
+        """Each record's fields as a tuple (state, attempts, rc, why, started, ended, restarts), without
+        building the records."""
+        columns = self._loaded()
+        restarts = [0] * len(columns[0])  # condor has no checkpoint restarts
+        found = dict(zip(columns[0], zip(*columns[1:], restarts, strict=True), strict=True))
+        found.update((name, _record_row(record)) for name, record in self._built.items() if name in found)
+        return found
+
+    def states(self) -> dict[str, str]:
+        """Each record's state, without building the records."""
+        names, states = self._loaded()[:2]
+        found = dict(zip(names, states, strict=True))
+        found.update((name, record.state) for name, record in self._built.items() if name in found)
+        return found
 
 
 @dataclass(slots=True)
 class RunStatus:
     layout: RunLayout
-    plan: Plan
+    # The plan, or its index (plan/index.py): a big condor run's status is read from the index alone, and
+    # `plan` loads plan.json the first time it is asked for. None: `load_index` loads the index on first use.
+    planned: Plan | PlanIndex | None
     journal: JournalState
     runner_alive: bool
     engine: str = "local"
@@ -57,7 +170,59 @@ class RunStatus:
     # Nodes that go on, or ended, with no runner alive to journal them (the local engine's keeper outlives
     # a killed runner): None while one runs, else its recorded exit code.
     unjournaled: dict[str, int | None] = field(default_factory=dict)
+    summary: StatusSummary | None = None  # the text view's, where the engine read it from its cache
+    load_index: Callable[[], PlanIndex] | None = None
+    # Where the engine keeps the text of `status --json`'s nodes (condor's status cache), or None
+    json_nodes: NodesTextCache | None = None
+    # What is known of the plan before it (or its index) is read: pipeline, overrides, total (node count)
+    known: dict[str, Any] = field(default_factory=dict)
     _usage: dict[str, NodeUsage] | None = None  # each node's latest usage record, read on first use
+    _plan: Plan | None = None
+    _index: PlanIndex | None = None
+
+    @property
+    def plan(self) -> Plan:
+        planned = self._planned()
+        if isinstance(planned, Plan):
+            return planned
+        if self._plan is None:
+            self._plan = self.layout.load_plan()
+        return self._plan
+
+    @property
+    def index(self) -> PlanIndex:
+        planned = self._planned()
+        if isinstance(planned, PlanIndex):
+            return planned
+        if self._index is None:
+            self._index = PlanIndex.of(planned)
+        return self._index
+
+    def _planned(self) -> Plan | PlanIndex:
+        if self.planned is None:
+            if self.load_index is None:
+                raise ValueError("a RunStatus needs its plan, its plan index, or what loads the index")
+            self.planned = self.load_index()
+        return self.planned
+
+    @property
+    def pipeline(self) -> str:
+        return self.known["pipeline"] if "pipeline" in self.known else self._planned().pipeline
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        return self.known["overrides"] if "overrides" in self.known else self._planned().overrides
+
+    @property
+    def total(self) -> int:
+        if "total" in self.known:
+            return int(self.known["total"])
+        planned = self._planned()
+        return len(planned.nodes) if isinstance(planned, Plan) else len(planned)
+
+    def _names(self) -> Collection[str]:
+        planned = self._planned()
+        return planned.nodes if isinstance(planned, Plan) else planned.names
 
     def usage(self, nodes: Collection[str] | None = None) -> dict[str, NodeUsage]:
         """Each node's latest measured attempt (usage.jsonl; engines write it before status reads it).
@@ -65,6 +230,11 @@ class RunStatus:
         are not decoded, and may be left out."""
         if self._usage is not None:
             return self._usage
+        known = self.summary.usage if self.summary is not None else {}
+        if nodes is not None and not nodes:
+            return {}
+        if nodes is not None and known and all(name in known for name in nodes):
+            return {name: used for name in nodes if (used := known[name]) is not None}
         if nodes is not None:
             return latest_by_node(read_usage(self.layout.run_dir, frozenset(nodes)))
         self._usage = latest_by_node(read_usage(self.layout.run_dir))
@@ -97,14 +267,21 @@ class RunStatus:
 
     def node_states(self) -> dict[str, str]:
         records, unjournaled = self.journal.nodes, self.unjournaled
+        if isinstance(records, RecordColumns) and not unjournaled:  # a big run's: no record built
+            recorded = records.states()
+            if not self.runner_alive:
+                cut_off = (RUNNING, RETRYING, CHECKPOINTED)
+                recorded = {name: INTERRUPTED if state in cut_off else state for name, state in recorded.items()}
+            get = recorded.get
+            return {name: get(name, PENDING) for name in self._names()}
         return {
             name: (self.state_of(name, records.get(name) or NodeRecord()) if name in records or name in unjournaled
                    else PENDING)
-            for name in self.plan.nodes
+            for name in self._names()
         }
 
-    def counts(self) -> dict[str, int]:
-        counted = Counter(self.node_states().values())
+    def counts(self, states: dict[str, str] | None = None) -> dict[str, int]:
+        counted = Counter((states or self.node_states()).values())
         ordered = {state: counted[state] for state in STATE_ORDER if counted[state]}
         ordered.update((state, count) for state, count in counted.items() if state not in ordered)
         return ordered
@@ -112,6 +289,8 @@ class RunStatus:
     def progress(self, states: dict[str, str] | None = None) -> dict[str, dict[str, dict[str, int]]]:
         """Per matrix axis, per value (e.g. region us): done, failed and total nodes."""
         states = states or self.node_states()
+        if not isinstance(self._planned(), Plan):
+            return _index_progress(self.index, states)
         axes: dict[str, dict[str, dict[str, int]]] = {}
         for name, node in self.plan.nodes.items():
             state = states[name]
@@ -137,50 +316,136 @@ class RunStatus:
         return text.splitlines()[-lines:]
 
     def failed_stderr(self, states: dict[str, str] | None = None) -> dict[str, list[str]]:
+        if states is None and self.summary is not None:
+            states = {name: state for name, (state, _) in self.summary.listed.items()}
         states = states or self.node_states()
         failed = [name for name, state in states.items() if state == FAILED][:STDERR_TAIL_NODES]
         return {name: tail for name in failed if (tail := self.stderr_tail(name))}
 
+    def summarize(self) -> StatusSummary:
+        """The text view's summary: the engine's cached one, else computed from every node's state."""
+        if self.summary is None:
+            states = self.node_states()
+            listed = {name: (state, self.record(name)) for name, state in states.items() if state not in QUIET_STATES}
+            self.summary = StatusSummary(len(states), self.counts(states), self.progress(states), listed)
+        return self.summary
+
     def to_dict(self) -> dict[str, Any]:
-        nodes = []
-        states = self.node_states()
+        summary, states = self._json_summary()
         usage = self.usage()
-        for name, node in self.plan.nodes.items():
-            record = self.record(name)
-            used = usage.get(name)
-            nodes.append(
-                {
-                    "node": name,
-                    "step": node.step,
-                    "coords": node.coords,
-                    "state": states[name],
-                    "attempts": record.attempts,
-                    "restarts": record.restarts,
-                    "exit_code": record.rc,
-                    "why": record.why,
-                    "started": record.started,
-                    "ended": record.ended,
-                    "usage": None if used is None else usage_json(used),
-                }
-            )
-        summary = {
+        summary["nodes"] = [
+            {**node, "usage": None if (used := usage.get(node["node"])) is None else usage_json(used)}
+            for node in self._json_nodes(states)
+        ]
+        if self.extra:
+            summary[self.engine] = self.extra
+        return summary
+
+    def write_json(self, out: BinaryIO, chunk: int = 2000) -> None:
+        """to_dict() as compact JSON (json.dumps' text of it, UTF-8), written in pieces: the nodes `chunk`
+        at a time, each node's usage spliced in as text; or, where the engine keeps them (`json_nodes`),
+        the nodes' text as kept, copied."""
+        summary, states = self._json_summary(with_states=self.json_nodes is None or self.summary is None)
+
+        def write(text: str) -> None:
+            out.write(text.encode())
+
+        # json.dumps of a dict is "{" + its items' texts joined by "," + "}": the items before "nodes", then
+        # "nodes", then the engine's
+        write(json.dumps(summary, separators=(",", ":"))[:-1] + ',"nodes":[')
+        if self.json_nodes is not None and self.json_nodes.copy_to(out.write):
+            pass
+        else:
+            if not states:
+                states = self.node_states()
+            keeper = self.json_nodes.keeper() if self.json_nodes is not None else None
+            try:
+                for text in self._nodes_texts(states, chunk):
+                    write(text)
+                    if keeper is not None:
+                        keeper.write(text)
+            except BaseException:
+                if keeper is not None:
+                    keeper.abort()
+                raise
+            if keeper is not None:
+                keeper.commit()
+        engine = json.dumps({self.engine: self.extra}, separators=(",", ":"))[1:-1] if self.extra else ""
+        write("]" + ("," + engine if engine else "") + "}")
+
+    def _nodes_texts(self, states: dict[str, str], chunk: int) -> Iterator[str]:
+        """The text of `status --json`'s nodes (without the brackets), `chunk` nodes a piece."""
+        usage = self.usage()
+        names = list(states)
+        batch: list[dict[str, Any]] = []
+        done = 0
+        for node in self._json_nodes(states):
+            node["usage"] = _USAGE_MARK
+            batch.append(node)
+            if len(batch) == chunk:
+                texts = [usage_text(usage.get(name)) for name in names[done : done + chunk]]
+                yield ("," if done else "") + _nodes_text(batch, texts)[1:-1]
+                done += len(batch)
+                batch = []
+        if batch:
+            texts = [usage_text(usage.get(name)) for name in names[done:]]
+            yield ("," if done else "") + _nodes_text(batch, texts)[1:-1]
+
+    def _json_summary(self, with_states: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
+        """`status --json` up to its nodes (the engine's part follows them), and every node's state (or,
+        without with_states and where the summary is known, none)."""
+        if with_states or self.summary is None:
+            states = self.node_states()
+            counts, total, progress = self.counts(states), len(states), self.progress(states)
+        else:
+            states = {}
+            counts, total, progress = self.summary.counts, self.summary.total, self.summary.progress
+        summary: dict[str, Any] = {
             "run_id": self.run_id,
-            "pipeline": self.plan.pipeline,
+            "pipeline": self.pipeline,
             "run_dir": str(self.layout.run_dir),
             "engine": self.engine,
             "state": self.state,
             "started": self.journal.started,
             "finished": self.journal.finished_at,
-            "counts": self.counts(),
-            "total": len(self.plan.nodes),
-            "overrides": self.plan.overrides,
-            "progress": self.progress(states),
-            "failed_stderr": self.failed_stderr(states),
-            "nodes": nodes,
+            "counts": counts,
+            "total": total,
+            "overrides": self.overrides,
+            "progress": progress,
+            "failed_stderr": self.failed_stderr(states or None),
         }
-        if self.extra:
-            summary[self.engine] = self.extra
-        return summary
+        return summary, states
+
+    def _json_nodes(self, states: dict[str, str]) -> Iterator[dict[str, Any]]:
+        """Each node of `status --json` but its usage."""
+        planned = self._planned()
+        if isinstance(planned, Plan):
+            steps_and_coords: Iterator[tuple[str, dict[str, str]]] = (
+                (node.step, node.coords) for node in planned.nodes.values()
+            )
+        else:
+            index = planned
+            steps_and_coords = zip(index.node_steps(), map(index.coords, range(len(index))), strict=True)
+        records = self.journal.nodes
+        rows = records.rows() if isinstance(records, RecordColumns) else None
+        default = NodeRecord()
+        for (name, state), (step, coords) in zip(states.items(), steps_and_coords, strict=True):
+            if rows is not None:
+                _, attempts, rc, why, started, ended, restarts = rows.get(name) or _record_row(default)
+            else:
+                _, attempts, rc, why, started, ended, restarts = _record_row(records.get(name) or default)
+            yield {
+                "node": name,
+                "step": step,
+                "coords": coords,
+                "state": state,
+                "attempts": attempts,
+                "restarts": restarts,
+                "exit_code": rc,
+                "why": why,
+                "started": started,
+                "ended": ended,
+            }
 
     def duration(self, record: NodeRecord) -> float | None:
         if record.started is None:
@@ -189,11 +454,113 @@ class RunStatus:
         return max(0.0, end - record.started)
 
 
+# Stands for a node's usage in the text of a batch of nodes, where the usage's own text is put. A value that
+# holds it too makes more pieces than nodes: that batch is written the slow way.
+_USAGE_MARK = "\x00dagflow usage\x00"
+_USAGE_MARK_TEXT = json.dumps(_USAGE_MARK)
+
+
+def usage_text(usage: NodeUsage | None) -> str:
+    """A node's usage as `status --json` writes it."""
+    return "null" if usage is None else json.dumps(usage_json(usage), separators=(",", ":"))
+
+
+def _nodes_text(batch: list[dict[str, Any]], usage_texts: list[str]) -> str:
+    """json.dumps(batch) (compact), its nodes' `usage` marks replaced by usage_texts, one each in order."""
+    parts = json.dumps(batch, separators=(",", ":")).split(_USAGE_MARK_TEXT)
+    if len(parts) != len(batch) + 1:  # the mark also written elsewhere: by the slow way
+        for node, text in zip(batch, usage_texts, strict=True):
+            node["usage"] = json.loads(text)
+        return json.dumps(batch, separators=(",", ":"))
+    pieces = [parts[0]]
+    for text, part in zip(usage_texts, parts[1:], strict=True):
+        pieces.append(text)
+        pieces.append(part)
+    return "".join(pieces)
+
+
+def _record_row(record: NodeRecord) -> tuple[Any, ...]:
+    return (record.state, record.attempts, record.rc, record.why, record.started, record.ended, record.restarts)
+
+
 def usage_json(usage: NodeUsage) -> dict[str, Any]:
     """A node's latest usage record in `status --json` (the usage.jsonl fields but its name and step)."""
     values = usage_dict(usage)
     del values["node"], values["step"]
     return values
+
+
+def _index_progress(index: PlanIndex, states: dict[str, str]) -> dict[str, dict[str, dict[str, int]]]:
+    """RunStatus.progress from a plan index: counted per axis column, not per node and axis."""
+    failed = (FAILED, UPSTREAM_FAILED)
+    outcome = [2 if state in DONE_STATES else 1 if state in failed else 0 for state in states.values()]
+    axes: dict[str, dict[str, dict[str, int]]] = {}
+    # first-seen order of the values, as the per-node count makes it (coords keys in node order)
+    for axis, column in index.coord_value_of.items():
+        values = index.axis_values[axis]
+        tallies = Counter(zip(column, outcome, strict=True))
+        seen = dict.fromkeys(value for value in column if value >= 0)
+        axes[axis] = {
+            values[value]: {
+                "done": tallies[value, 2],
+                "failed": tallies[value, 1],
+                "total": tallies[value, 0] + tallies[value, 1] + tallies[value, 2],
+            }
+            for value in seen
+        }
+    return axes
+
+
+def plan_index_path(layout: RunLayout) -> Path:
+    return layout.run_dir / PLAN_INDEX_FILE
+
+
+def _plan_stamp(layout: RunLayout) -> list[int] | None:
+    """What tells plan.json changed: its inode, size, modification and change times (None: no plan.json)."""
+    try:
+        found = os.stat(layout.plan_path)
+    except OSError:
+        return None
+    return [found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns]
+
+
+def write_plan_index(layout: RunLayout, plan: Plan, stamp: list[int] | None = None) -> PlanIndex:
+    """Keep the plan's index beside plan.json (best effort: a run directory this user cannot write keeps
+    none, and status reads the plan). stamp: plan.json's stamp from before the plan was read from it."""
+    index = PlanIndex.of(plan)
+    stamp = stamp or _plan_stamp(layout)
+    if stamp is not None:
+        with contextlib.suppress(OSError):
+            write_replacing(plan_index_path(layout), index.to_json(plan=stamp).encode())
+    return index
+
+
+def load_plan_index(layout: RunLayout) -> PlanIndex:
+    """The run's plan index: from its file when that was made from the plan.json there now, else built from
+    the plan (and kept). Raises RunNotFoundError as RunLayout.load_plan does."""
+    stamp = _plan_stamp(layout)
+    if stamp is not None:
+        try:
+            data = json.loads(plan_index_path(layout).read_bytes())
+            if isinstance(data, dict) and data.get("plan") == stamp:
+                return PlanIndex.from_dict(data)
+        except (OSError, ValueError, RecursionError):
+            pass  # missing, damaged or of another format: built again
+    return write_plan_index(layout, layout.load_plan(), stamp)
+
+
+def write_replacing(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` through a temporary file and a rename: a reader sees the old file or the
+    new one. Not synced to disk: for derived files (indexes, caches), which their readers check."""
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            os.fchmod(handle.fileno(), 0o644)
+            handle.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def read_status(layout: RunLayout) -> RunStatus:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections import Counter
 from collections.abc import Callable
 
 from rich.console import Console
@@ -12,10 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from dagflow.console import FittedTable, stdout_console
-from dagflow.run.journal import CACHED, SUCCEEDED
-from dagflow.run.status import RUN_RUNNING, RUN_STOPPED, RunStatus
+from dagflow.run.status import ROW_LIMIT, ROW_PRIORITY, RUN_RUNNING, RUN_STOPPED, RunStatus, rows_to_show
 from dagflow.run.usage import NodeUsage
-from dagflow.text import inert
+from dagflow.text import inert, plural
 
 _STYLES = {
     "succeeded": "green",
@@ -35,14 +35,24 @@ STDERR_SHOWN = 3  # failed nodes whose stderr tail the view prints
 
 
 def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", console: Console | None = None) -> None:
+    """The run's state and counts, then its nodes: every node of a small run (or with show_all); else those
+    not succeeded, cached or pending, at most ROW_LIMIT of them (the failed and held first)."""
     console = console or stdout_console()
-    states = status.node_states()
-    counts = status.counts()
+    if show_all or status.total <= SMALL_RUN:
+        states = status.node_states()
+        counts, progress, total = status.counts(states), status.progress(states), len(states)
+        shown = list(states)
+        listed = {name: (state, status.record(name)) for name, state in states.items()}
+    else:
+        summary = status.summarize()
+        counts, progress, total, listed = summary.counts, summary.progress, summary.total, summary.listed
+        shown = rows_to_show(listed, ROW_LIMIT)
+        states = None  # the summary's (status.failed_stderr reads its failed nodes)
     console.print(
         Text.assemble(
             ("run ", "bold"),
             (status.run_id, "bold"),
-            f"  {status.plan.pipeline}  ",
+            f"  {status.pipeline}  ",
             (status.state, _STYLES.get(status.state, "bold")),
             f"  {status.layout.run_dir}",
         )
@@ -50,18 +60,17 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
     reason = status.extra.get("dagman_reason")
     if reason:  # why DAGMan stopped, when it did so before (or instead of) running nodes
         console.print(Text.assemble(("DAGMan: ", "bold red"), (inert(str(reason)), "red")))
-    summary = Text()
+    summary_line = Text()
     for state, count in counts.items():
-        summary.append(f"{state.replace('_', '-')} {count}  ", style=_STYLES.get(state, ""))
-    summary.append(f"(total {len(states)})")
-    console.print(summary)
+        summary_line.append(f"{state.replace('_', '-')} {count}  ", style=_STYLES.get(state, ""))
+    summary_line.append(f"(total {total})")
+    console.print(summary_line)
     for note in status.notes:
         console.print(Text(inert(note), style="dim"))
-    _print_progress(status, states, console)
+    _print_progress(progress, console)
 
-    show_every = show_all or len(states) <= SMALL_RUN
-    shown = [name for name, state in states.items() if show_every or state not in (SUCCEEDED, CACHED, "pending")]
-    hidden = len(states) - len(shown)
+    hidden = total - len(listed)
+    more = Counter(listed[name][0] for name in set(listed).difference(shown)) if len(shown) < len(listed) else {}
     usage = status.usage(shown)
     used_column = console.width >= USED_MIN_WIDTH and any(name in usage for name in shown)
     table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False)
@@ -69,8 +78,7 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
     for column in columns:
         table.add_column(column, justify="left" if column in ("node", "state", "why") else "right")
     for name in shown:
-        state = states[name]
-        record = status.record(name)
+        state, record = listed[name]
         duration = status.duration(record)
         used = used_cells(usage.get(name)) if used_column else ()
         table.add_row(
@@ -86,6 +94,10 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
         console.print(FittedTable(table, keep=("node",), fold=("why",)))
         if used_column:
             console.print(Text("(cpus, mem MB: used/requested by the latest attempt)", style="dim"))
+    if more:
+        by_state = ", ".join(f"{count} {state.replace('_', '-')}" for state, count in _in_state_order(more))
+        line = f"... and {plural(sum(more.values()), 'more node')} ({by_state}) not listed; --all lists every node"
+        console.print(Text(line, style="dim"))
     if hidden:
         console.print(Text(f"({hidden} succeeded, cached or pending nodes not shown; --all lists them)", style="dim"))
     for name, tail in list(status.failed_stderr(states).items())[:STDERR_SHOWN]:
@@ -95,6 +107,11 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
     if status.state == RUN_STOPPED or (status.state not in (RUN_RUNNING, "succeeded") and status.journal.runners):
         hint = status.resume_hint or f"dagflow run --resume {status.run_id}"
         console.print(f"resume with: {hint}{runs_dir_hint}")
+
+
+def _in_state_order(counts: dict[str, int]) -> list[tuple[str, int]]:
+    rank = {state: position for position, state in enumerate(ROW_PRIORITY)}
+    return sorted(counts.items(), key=lambda item: (rank.get(item[0], len(ROW_PRIORITY)), item[0]))
 
 
 USED_COLUMNS = ("cpus", "mem MB")  # used/requested by the latest attempt (a note under the table says so)
@@ -120,9 +137,9 @@ def _number(value: float | None) -> str:
     return f"{value:g}"
 
 
-def _print_progress(status: RunStatus, states: dict[str, str], console: Console) -> None:
+def _print_progress(progress: dict[str, dict[str, dict[str, int]]], console: Console) -> None:
     """One line per matrix axis: done/total per value (e.g. `region  us 3/4  br 2/4 (1 failed)`)."""
-    for axis, values in status.progress(states).items():
+    for axis, values in progress.items():
         line = Text(f"{axis}  ", style="bold")
         if len(values) > PROGRESS_VALUES:
             done = sum(1 for tally in values.values() if tally["done"] == tally["total"])

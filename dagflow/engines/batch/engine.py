@@ -23,11 +23,14 @@ from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.plan.graph import check_plan
+from dagflow.run.follow import follow_run, runs_dir_hint, terminal_reporter
 from dagflow.run.ids import validate_run_id
 from dagflow.run.journal import DONE_STATES
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, find_run
 from dagflow.run.replan import changed_nodes, replanned
 from dagflow.run.status import RunStatus
+
+WAIT_POLL_S = 1.0  # seconds between two looks at the scheduler's queue while waiting for a run
 
 
 class BatchEngine(EngineBase):
@@ -118,7 +121,7 @@ class BatchEngine(EngineBase):
             self.cancel_jobs(jobs)
         return self.wait_run(layout, poll_s=0.5, timeout_s=60)
 
-    def wait_run(self, layout: RunLayout, poll_s: float = 1.0, timeout_s: float | None = None) -> RunStatus:
+    def wait_run(self, layout: RunLayout, poll_s: float = WAIT_POLL_S, timeout_s: float | None = None) -> RunStatus:
         """Poll until the scheduler holds none of the run's jobs; return the final status."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
@@ -172,6 +175,30 @@ class BatchEngine(EngineBase):
 
     def read_status(self, layout: RunLayout) -> RunStatus:
         return self.observer.read_status(layout)
+
+    def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
+        """Submit (or resume) the run and wait for it, showing it as a local run shows (live view, event
+        lines, summary) from what each look at the queue and the journal finds; with --json, the caller
+        prints the final status."""
+        if json_output:
+            return super().run(plan, run_dir, json_output)
+        layout = RunLayout.from_run_dir(run_dir)
+        before = None
+        if plan is None:
+            before = self.observer.read_status(layout)
+            self.resume(run_dir)
+        else:
+            self.submit(plan, run_dir)
+        jobs = self.last.jobs if self.last is not None else []
+        shown = ", ".join(jobs[:3]) + (", ..." if len(jobs) > 3 else "")
+        result = follow_run(
+            lambda: self.observer.read_status(layout),
+            terminal_reporter(runs_dir_hint(self.runs_dir), show_starts=True),
+            where=f"{self.title} (job{'s' if len(jobs) > 1 else ''} {shown})" if jobs else self.title,
+            poll_s=WAIT_POLL_S,
+            before=before,
+        )
+        return result.exit_code
 
     def cancel(self, run_dir: Path) -> None:
         layout = RunLayout.from_run_dir(run_dir)

@@ -37,11 +37,12 @@ from dagflow.engines.registry import spec_checks
 from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
+from dagflow.run.follow import follow_run, runs_dir_hint, terminal_reporter
 from dagflow.run.ids import validate_run_id
 from dagflow.run.journal import DONE_STATES
 from dagflow.run.layout import DEFAULT_RUNS_DIR, DRY_RUN_FILE, RunLayout
 from dagflow.run.replan import changed_nodes, replanned
-from dagflow.run.status import RUN_RUNNING, RunStatus
+from dagflow.run.status import RUN_RUNNING, RunStatus, write_plan_index
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
 from dagflow.text import plural
 
@@ -107,6 +108,7 @@ def prepare_condor(
         shutil.rmtree(layout.run_dir, ignore_errors=True)
         raise
     layout.create(plan, engine="condor")
+    write_plan_index(layout, plan)  # `dagflow status` reads the index, not the plan (a big one takes seconds)
     record = CondorRecord(dag=str(dag), schedd=target.name, pool=target.pool, data_mode=mode)
     record.save(layout.run_dir)
     return Prepared(layout, record)
@@ -205,6 +207,7 @@ def _resubmit_edited(
         prepared.record.dag = str(dag)
         prepared.record.save(layout.run_dir)
     write_atomic(layout.plan_path, fresh.to_json().encode())
+    write_plan_index(layout, fresh)
     layout.record_pipeline(fresh)
     # Node names passed escape.node_name when compiled: a DONE line holds nothing else.
     lines = ["# Rescue DAG file written by dagflow: the pipeline was edited; unchanged finished nodes are DONE"]
@@ -213,7 +216,10 @@ def _resubmit_edited(
     return submit_prepared(prepared, dry_run, rescue)
 
 
-def wait_condor(layout: RunLayout, poll_s: float = 2.0) -> RunStatus:
+WAIT_POLL_S = 2.0  # seconds between two reads of a run's files while waiting for it
+
+
+def wait_condor(layout: RunLayout, poll_s: float = WAIT_POLL_S) -> RunStatus:
     """Block until the run's DAGMan job has ended (exited or removed); return the run's final status.
 
     DAGMan's own files say when it ended (its job's event log and the jobstate log), so this needs no
@@ -307,9 +313,13 @@ class CondorEngine(EngineBase):
         cancel_condor(RunLayout.from_run_dir(run_dir))
 
     def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
-        """Submit the DAG (or, resuming, its rescue DAG unless the run succeeded) and wait for DAGMan to end."""
+        """Submit the DAG (or, resuming, its rescue DAG unless the run succeeded) and wait for DAGMan to end,
+        showing the run as a local run shows (live view, event lines, summary) from DAGMan's files, read as
+        `dagflow status` reads them every 2 s; with --json, the caller prints the final status."""
         layout = RunLayout.from_run_dir(run_dir)
+        before = None
         if plan is None:
+            before = None if json_output else read_condor_status(layout)
             try:
                 self.resume(run_dir)
             except NothingToResubmitError:
@@ -319,8 +329,19 @@ class CondorEngine(EngineBase):
         else:
             self.submit(plan, run_dir)
             print(f"submitted run {layout.run_id}: DAGMan job {_handle(self.last)}; waiting for it", file=sys.stderr)
-        self.wait(run_dir)
-        return None
+        if json_output:
+            self.wait(run_dir)
+            return None
+        handle = _handle(self.last)
+        result = follow_run(
+            lambda: read_condor_status(layout),
+            terminal_reporter(runs_dir_hint(self.runs_dir), show_starts=True),
+            where=f"HTCondor (DAGMan job {handle})" if handle else "HTCondor",
+            poll_s=WAIT_POLL_S,
+            before=before,
+            notes=_summary_notes,
+        )
+        return result.exit_code
 
     def submitted(self, run_dir: Path, handle: str) -> Report:
         if self.last is None:
@@ -334,6 +355,14 @@ class CondorEngine(EngineBase):
         run_id = layout.run_id
         line = f"removed DAGMan job {cluster}.0 of run {run_id}; continue with `dagflow resubmit {run_id}`"
         return Report({"run_id": run_id, "engine": self.name, "removed": f"{cluster}.0"}, [line])
+
+
+def _summary_notes(status: RunStatus, states: dict[str, str]) -> list[str]:
+    """What a run's summary adds for HTCondor: why DAGMan stopped, when no failed node says why (a DAG it
+    could not parse, a removed DAGMan job)."""
+    reason = status.extra.get("dagman_reason")
+    failed = any(state == "failed" for state in states.values())
+    return [f"DAGMan: {reason}"] if reason and status.state != "succeeded" and not failed else []
 
 
 def _handle(submission: Submission | None) -> str:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import classad2
 
 from dagflow.engines.condor import events as ev
 from dagflow.engines.condor.records import CondorRecord
-from dagflow.plan import Plan
+from dagflow.plan.index import PlanIndex
 from dagflow.run.journal import NodeRecord
 from dagflow.run.status import QUEUED
 
@@ -103,25 +103,30 @@ def summarize(text: str) -> str | None:
     return "idle: " + ", ".join(parts).replace("your job's", "the job's")
 
 
-def _idle_by_step(plan: Plan, records: dict[str, NodeRecord], jobs: dict[str, ev.NodeJob]) -> dict[str, list[str]]:
+def _idle_by_step(
+    index: PlanIndex, records: Mapping[str, NodeRecord], jobs: dict[str, ev.NodeJob]
+) -> dict[str, list[str]]:
     by_step: dict[str, list[str]] = {}
+    position = index.position
     for name, job in jobs.items():
+        if job.state != ev.QUEUED or name not in position:
+            continue
         record = records.get(name)
-        if job.state == ev.QUEUED and record is not None and record.state == QUEUED and record.why is None:
-            by_step.setdefault(plan.nodes[name].step, []).append(name)
+        if record is not None and record.state == QUEUED and record.why is None:
+            by_step.setdefault(index.step(position[name]), []).append(name)
     return by_step
 
 
 def explain_idle(
-    plan: Plan,
-    records: dict[str, NodeRecord],
+    index: PlanIndex,
+    records: Mapping[str, NodeRecord],
     jobs: dict[str, ev.NodeJob],
     record: CondorRecord,
     run: Runner = _condor_q,
 ) -> None:
     """Set `why` on queued node records whose job is idle, from one analysis per step."""
-    for names in list(_idle_by_step(plan, records, jobs).values())[:MAX_STEPS]:
-        output = run(analyze_argv(jobs[names[0]].cluster, plan.run_id, record.schedd, record.pool))
+    for names in list(_idle_by_step(index, records, jobs).values())[:MAX_STEPS]:
+        output = run(analyze_argv(jobs[names[0]].cluster, index.run_id, record.schedd, record.pool))
         reason = summarize(output) if output else None
         if reason is None:
             continue

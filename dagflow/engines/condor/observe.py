@@ -29,13 +29,15 @@ from typing import Any
 
 from dagflow.engines.condor import events as ev
 from dagflow.engines.condor import idle_reasons
+from dagflow.engines.condor import status_cache as cache
 from dagflow.engines.condor import status_files as sf
 from dagflow.engines.condor.dagman_start import not_started_reason
 from dagflow.engines.condor.jobstate import EVENT_STATES, JobstateLog, read_jobstate
 from dagflow.engines.condor.records import CondorRecord, condor_dir
-from dagflow.engines.condor.submit_writer import Layout
+from dagflow.engines.condor.submit_writer import EVENT_LOG
 from dagflow.engines.condor.usage_events import record_condor_usage
-from dagflow.plan import Plan
+from dagflow.engines.condor.verdicts import record_verdicts_seen
+from dagflow.plan.index import PlanIndex
 from dagflow.run.journal import (
     FAILED,
     INTERRUPTED,
@@ -45,10 +47,10 @@ from dagflow.run.journal import (
     SUCCEEDED,
     UPSTREAM_FAILED,
     JournalState,
-    NodeRecord,
 )
 from dagflow.run.layout import RunLayout, RunNotFoundError
-from dagflow.run.status import HELD, QUEUED, RunStatus
+from dagflow.run.status import HELD, QUEUED, RecordColumns, RunStatus, StatusSummary, load_plan_index
+from dagflow.run.usage import usage_path
 
 _SNAPSHOT_STATES = {
     sf.NOT_READY: PENDING,
@@ -199,14 +201,15 @@ def _dagman_job(record: CondorRecord) -> ev.NodeJob | None:
 
 
 def fold(
-    plan: Plan,
+    index: PlanIndex,
     snapshot: sf.NodeStatusFile | None,
     history: JobstateLog | None,
     jobs: dict[str, ev.NodeJob],
     dagman_alive: bool,
     cancelled_at: float | None = None,
-) -> dict[str, NodeRecord]:
-    """Every node's record from the three files (see the module docstring for who wins).
+) -> tuple[list[Any], ...]:
+    """Every node's record from the three files (see the module docstring for who wins), as RecordColumns'
+    columns: (names, states, attempts, rc, why, started, ended), in plan order, of the nodes with a record.
 
     A node whose job was removed failed, as DAGMan counts it, unless the whole run was cancelled
     (`cancelled_at`: when, see _cancelled_at).
@@ -214,9 +217,14 @@ def fold(
     snapshot_nodes = snapshot.nodes if snapshot else {}
     snapshot_at = (snapshot.timestamp or 0.0) if snapshot else 0.0
     histories = history.nodes if history else {}
-    records: dict[str, NodeRecord] = {}
-    failed_or_below: set[str] = set()
-    for name, node in plan.nodes.items():  # topological order: parents first
+    columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
+    names, states, attempts_of, rc_of, why_of, started_of, ended_of = columns
+    retries = [step.retries for step in index.steps.values()]
+    step_of, parent_counts, parent_list = index.step_of, index.parent_counts, index.parent_list
+    failed_or_below = bytearray(len(index))
+    first_parent = 0
+    for position, name in enumerate(index.names):  # topological order: parents first
+        parents_from, first_parent = first_parent, first_parent + parent_counts[position]
         ad = snapshot_nodes.get(name)
         seen = histories.get(name)
         job = jobs.get(name)
@@ -233,26 +241,29 @@ def fold(
         if ad is not None and state not in (PENDING, UPSTREAM_FAILED):
             run_attempts = max(run_attempts, ad.retry_count + 1)
             attempts = max(attempts, run_attempts)
-        if state == FAILED and dagman_alive and run_attempts <= plan.steps[node.step].retries:
+        if state == FAILED and dagman_alive and run_attempts <= retries[step_of[position]]:
             state = RETRYING
         elif cancelled_at is not None and _interrupted_by_cancel(state, at, job, cancelled_at):
             state = INTERRUPTED
         if state in (FAILED, UPSTREAM_FAILED):
-            failed_or_below.add(name)
-        elif state == PENDING and not dagman_alive and any(parent in failed_or_below for parent in node.parents):
+            failed_or_below[position] = 1
+        elif (
+            state == PENDING
+            and not dagman_alive
+            and any(failed_or_below[parent] for parent in parent_list[parents_from:first_parent])
+        ):
             state = UPSTREAM_FAILED  # DAGMan stopped before its last status file said so
-            failed_or_below.add(name)
+            failed_or_below[position] = 1
         if state == PENDING and attempts == 0 and job is None:
             continue  # the default record: leave it out, as the journal does
-        records[name] = NodeRecord(
-            state=state,
-            attempts=attempts,
-            rc=exit_code if state in (SUCCEEDED, FAILED, RETRYING) else None,
-            why=_why(state, job, ad, exit_code),
-            started=(job.started if job is not None else None) or (seen.started if seen is not None else None),
-            ended=(job.ended if job is not None else None) or (seen.ended if seen is not None else None),
-        )
-    return records
+        names.append(name)
+        states.append(state)
+        attempts_of.append(attempts)
+        rc_of.append(exit_code if state in (SUCCEEDED, FAILED, RETRYING) else None)
+        why_of.append(_why(state, job, ad, exit_code))
+        started_of.append((job.started if job is not None else None) or (seen.started if seen is not None else None))
+        ended_of.append((job.ended if job is not None else None) or (seen.ended if seen is not None else None))
+    return columns
 
 
 def _interrupted_by_cancel(state: str, at: float, job: ev.NodeJob | None, cancelled_at: float) -> bool:
@@ -261,7 +272,8 @@ def _interrupted_by_cancel(state: str, at: float, job: ev.NodeJob | None, cancel
     the cancel's own second cannot be ordered against it: the cancel wins that tie."""
     if state == FAILED:
         return job is not None and job.state == ev.REMOVED
-    return state in _LIVE_STATES and math.floor(at) <= math.floor(cancelled_at)
+    # cancelled_at is infinite when the cancel's time is unknown: every live node was interrupted
+    return state in _LIVE_STATES and (math.isinf(cancelled_at) or math.floor(at) <= math.floor(cancelled_at))
 
 
 def _cancelled_at(record: CondorRecord, outcome: str | None, ended: float | None) -> float | None:
@@ -325,30 +337,54 @@ def _run_outcome(
 
 
 def read_condor_status(layout: RunLayout) -> RunStatus:
-    plan = layout.load_plan()
+    return _read_condor_status(layout, use_kept=True)
+
+
+def _read_condor_status(layout: RunLayout, use_kept: bool) -> RunStatus:
+    if not layout.plan_path.is_file():
+        layout.load_plan()  # raises: no such run
     record = CondorRecord.load(layout.run_dir)
     if record is None:
         raise RunNotFoundError(f"run {layout.run_id} was not run with the condor engine")
     files = record.files
+    event_log = condor_dir(layout.run_dir).absolute() / EVENT_LOG
+    inputs = {
+        "plan": layout.plan_path,
+        "run": CondorRecord.path(layout.run_dir),
+        "status": files.node_status,
+        "jobstate": files.jobstate_log,
+        "events": event_log,
+        "dagman_log": record.dagman_log,
+        "dagman_out": record.dagman_out,
+        "usage": usage_path(layout.run_dir),
+    }
+    key = cache.cache_key(layout.run_id, record.dag, inputs)
+    kept = cache.read_status(condor_dir(layout.run_dir), key) if use_kept else None
+    if kept is not None:
+        return _kept_status(layout, key, *kept)
+    index = load_plan_index(layout)
+    record_usage_seen(layout, index, event_log)  # first: the big logs' records are not held meanwhile
+    key["files"]["usage"] = cache.file_mark(inputs["usage"])  # as recorded: status reads it after this
     snapshot = sf.read_node_status(files.node_status)
     history = read_jobstate(files.jobstate_log)
-    event_log = Layout.for_plan(plan, condor_dir(layout.run_dir)).event_log
     jobs = ev.read_events(event_log)
-    record_usage_seen(layout, plan, event_log)
     dagman = _dagman_job(record)
     latest = record.latest
     exited = read_dagman_out(record.dagman_out, latest.cluster, latest.t) if latest is not None else None
     alive, outcome, ended = _run_outcome(record, history, snapshot, dagman, exited)
+    columns = fold(index, snapshot, history, jobs, alive, _cancelled_at(record, outcome, ended))
+    records = RecordColumns(lambda: columns)
+    record_verdicts_seen(layout, index, records)  # before a final status is kept: the summary reads them
     journal = JournalState(
-        nodes=fold(plan, snapshot, history, jobs, alive, _cancelled_at(record, outcome, ended)),
+        nodes=records,  # type: ignore[arg-type]  # a Mapping: records are built when asked for
         runners=len(record.submissions),
         started=(history.started if history else None) or (record.submissions[0].t if record.submissions else None),
         finished=outcome,
         finished_at=ended,
     )
     if alive:  # only a live DAG's idle jobs are worth asking the schedd about
-        idle_reasons.explain_idle(plan, journal.nodes, jobs, record)
-    status = RunStatus(layout, plan, journal, alive, engine="condor")
+        idle_reasons.explain_idle(index, records, jobs, record)
+    status = RunStatus(layout, index, journal, alive, engine="condor")
     status.extra = _extra(record, dagman, jobs, snapshot)
     status.extra["dagman_exit_code"] = exited.status if exited is not None else None
     status.extra["dagman_reason"] = exited.reason if exited is not None and outcome != SUCCEEDED else None
@@ -356,16 +392,65 @@ def read_condor_status(layout: RunLayout) -> RunStatus:
         status.extra["dagman_reason"] = not_started_reason(record, latest.cluster)
     status.notes = _notes(status.extra, files.dag)
     status.resume_hint = f"dagflow resubmit {layout.run_id}"
+    if not alive:  # a live DAG's status changes anyway (and asks the schedd): not kept
+        summary = status.summarize()
+        shown = summary.shown()
+        usage = status.usage(shown)
+        summary.usage = {name: usage.get(name) for name in shown}
+        facts = {
+            "pipeline": index.pipeline,
+            "overrides": index.overrides,
+            "total": len(index),
+            "runners": journal.runners,
+            "started": journal.started,
+            "finished": journal.finished,
+            "finished_at": journal.finished_at,
+            "extra": status.extra,
+            "notes": status.notes,
+            "resume_hint": status.resume_hint,
+        }
+        cache.write_status(condor_dir(layout.run_dir), key, facts, summary, columns, index.position)
+        status.json_nodes = cache.NodesText(condor_dir(layout.run_dir), key)
     return status
 
 
-def record_usage_seen(layout: RunLayout, plan: Plan, event_log: Path) -> None:
+def _kept_status(
+    layout: RunLayout, key: dict[str, Any], facts: dict[str, Any], summary: StatusSummary
+) -> RunStatus:
+    """The status kept by the last one read from these very files (status_cache.py): its summary at once,
+    its plan index and node records when asked for."""
+    status = RunStatus(layout, None, JournalState(), False, engine="condor")
+    status.load_index = lambda: load_plan_index(layout)
+
+    def records() -> tuple[list[Any], ...]:
+        index = status.index
+        columns = cache.read_records(condor_dir(layout.run_dir), key, index.names)
+        if columns is None:  # replaced since by a status of newer files: read the files
+            columns = _read_condor_status(layout, use_kept=False).journal.nodes._loaded()  # type: ignore[attr-defined]
+        return columns
+
+    known = {name: record for name, (_, record) in summary.listed.items()}
+    status.journal = JournalState(
+        nodes=RecordColumns(records, known),  # type: ignore[arg-type]  # a Mapping: records built when asked for
+        runners=int(facts["runners"]),
+        started=facts["started"],
+        finished=facts["finished"],
+        finished_at=facts["finished_at"],
+    )
+    status.known = {"pipeline": facts["pipeline"], "overrides": facts["overrides"], "total": facts["total"]}
+    status.extra, status.notes, status.resume_hint = facts["extra"], facts["notes"], facts["resume_hint"]
+    status.summary = summary
+    status.json_nodes = cache.NodesText(condor_dir(layout.run_dir), key)
+    return status
+
+
+def record_usage_seen(layout: RunLayout, index: PlanIndex, event_log: Path) -> None:
     """Record what the node jobs that ended used (usage_events.py), before status reads usage.jsonl.
 
     A run directory this user cannot write, or a log the bindings cannot read, leaves usage unrecorded;
     status goes on without it."""
     try:
-        record_condor_usage(layout.run_dir, plan, event_log)
+        record_condor_usage(layout.run_dir, index, event_log)
     except (OSError, ValueError) as error:
         print(f"dagflow: usage of run {layout.run_id} not recorded: {error}", file=sys.stderr)
 

@@ -50,6 +50,7 @@ BUILTIN_ATTRIBUTES = frozenset(name.lower() for name in attributes.BUILTIN_ATTRI
 TIMEOUT_REMOVE = "(JobStatus == 5) && (HoldReasonCode =?= 47)"
 # Transfer mode: the job's executable is this wrapper (engines/condor/node.sh), copied beside the DAG.
 NODE_WRAPPER = "dagflow-node.sh"
+EVENT_LOG = "dagflow.jobs.log"  # every node job's event log (`log =`), beside the DAG
 # A step that requests no GPU never runs in a dynamic slot that holds one. The schedd keeps a claimed slot
 # and "will keep running jobs on that slot as long as it has more jobs with matching requirements" (HTCondor
 # manual, startd configuration, CLAIM_WORKLIFE): after a GPU step, the next CPU-only node of the DAG would
@@ -76,7 +77,7 @@ class Layout:
         return cls(
             out_dir=out_dir,
             log_dir=Path(log_dir).absolute() if log_dir else out_dir / "logs",
-            event_log=out_dir / "dagflow.jobs.log",
+            event_log=out_dir / EVENT_LOG,
             workdir=Path(plan.workdir).absolute(),
             data_mode=data_mode,
         )

@@ -26,13 +26,14 @@ from __future__ import annotations
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dagflow.engines.condor import events as ev
 from dagflow.plan import Plan
+from dagflow.plan.index import PlanIndex
 from dagflow.run.usage import (
     HELD_PREFIX,
     REASON_EVICTED,
@@ -62,6 +63,7 @@ _USAGE = re.compile(r"Usr (\d+) (\d+):(\d+):(\d+), Sys (\d+) (\d+):(\d+):(\d+)")
 @dataclass(slots=True)
 class _Job:
     node: str
+    step: str
     started: float | None = None
     host: str | None = None
     slot: str | None = None
@@ -69,6 +71,15 @@ class _Job:
     memory_mb: float | None = None  # the latest image-size event's MemoryUsage in this run
     evictions: int = 0
     holds: int = 0
+
+
+def _step_of(plan: Plan | PlanIndex, node: str) -> str | None:
+    """A node's step; None for a node not in the plan."""
+    if isinstance(plan, PlanIndex):
+        position = plan.position.get(node)
+        return None if position is None else plan.step(position)
+    found = plan.nodes.get(node)
+    return None if found is None else found.step
 
 
 def segment_keys(data: bytes) -> set[str]:
@@ -89,7 +100,7 @@ def _segment_key(cluster: int, kind: str, count: int) -> str:
     return f"{cluster}.{kind}{count}"
 
 
-def record_condor_usage(run_dir: Path, plan: Plan, event_log: Path) -> int:
+def record_condor_usage(run_dir: Path, plan: Plan | PlanIndex, event_log: Path) -> int:
     """Append the records of segments the log ends and usage.jsonl lacks; how many were appended.
 
     Only the events of the jobs with a new segment are parsed (a big run's log holds hundreds of
@@ -108,12 +119,17 @@ def record_condor_usage(run_dir: Path, plan: Plan, event_log: Path) -> int:
     if not new:
         return 0
     clusters = {key.split(".", 1)[0].encode() for key in new}
-    fresh = [record for record in usage_records(_events_of(data, clusters, event_log), plan) if record.key not in done]
     attempts = Counter(record.node for record in recorded)
     numbered = []
-    for record in fresh:
-        attempts[record.node] += 1
-        numbered.append(replace(record, attempt=attempts[record.node]))
+    with tempfile.TemporaryDirectory(prefix="dagflow-usage-") as directory:
+        # JobEventLog parses a copy holding only the events of these jobs
+        copy = Path(directory) / "events.log"
+        _copy_events(data, clusters, copy)
+        del data  # a big log's text: not held while its events are parsed
+        for record in iter_usage_records(_parsed_events(copy, event_log), plan):
+            if record.key not in done:
+                attempts[record.node] += 1
+                numbered.append(replace(record, attempt=attempts[record.node]))
     return record_usages_once(run_dir, numbered)
 
 
@@ -127,33 +143,45 @@ def _recorded_keys(run_dir: Path) -> set[str]:
     return {key.decode("utf-8", "replace") for key in _RECORDED_KEY.findall(data)}
 
 
-def _events_of(data: bytes, clusters: set[bytes], event_log: Path) -> list[Any]:
-    """The complete events of these jobs, parsed by htcondor2.JobEventLog (from a copy holding only them)."""
+def _copy_events(data: bytes, clusters: set[bytes], path: Path) -> None:
+    """Write the complete events of these jobs to path."""
+    with open(path, "wb") as copy:
+        start, end = 0, data.find(_END)
+        while end >= 0:  # a last piece with no end is an event still being written
+            chunk = data[start:end]
+            if chunk[5 : chunk.find(b".", 5)].lstrip(b"\n") in clusters:
+                copy.write(chunk.lstrip(b"\n") + _END)
+            start = end + len(_END)
+            end = data.find(_END, start)
+
+
+def _parsed_events(path: Path, event_log: Path) -> Iterator[Any]:
+    """The events of path, parsed by htcondor2.JobEventLog one at a time (a big log's are never all held at
+    once); ValueError, naming event_log, when it cannot read them."""
     import htcondor2
 
-    chunks = data.split(_END)[:-1]  # the last piece is empty, or an event still being written
-    picked = [chunk for chunk in chunks if chunk[5 : chunk.find(b".", 5)].lstrip(b"\n") in clusters]
-    with tempfile.TemporaryDirectory(prefix="dagflow-usage-") as directory:
-        path = Path(directory) / "events.log"
-        path.write_bytes(b"".join(chunk.lstrip(b"\n") + _END for chunk in picked))
-        try:
-            return list(htcondor2.JobEventLog(str(path)).events(0))
-        except htcondor2.HTCondorException as error:
-            raise ValueError(f"{event_log}: {error}") from None
+    try:
+        yield from htcondor2.JobEventLog(str(path)).events(0)
+    except htcondor2.HTCondorException as error:
+        raise ValueError(f"{event_log}: {error}") from None
 
 
-def usage_records(events: Iterable[Any], plan: Plan) -> list[NodeUsage]:
+def usage_records(events: Iterable[Any], plan: Plan | PlanIndex) -> list[NodeUsage]:
     """One record per segment, in log order, from JobEventLog events."""
+    return list(iter_usage_records(events, plan))
+
+
+def iter_usage_records(events: Iterable[Any], plan: Plan | PlanIndex) -> Iterator[NodeUsage]:
+    """usage_records, one record at a time (a big log's are never all held at once)."""
     jobs: dict[int, _Job] = {}
     attempts: dict[str, int] = {}
-    records: list[NodeUsage] = []
     for event in events:
         code = int(event.type)
         cluster = event.cluster
         if code == ev.SUBMIT:
             name = _node_name(event)
-            if name is not None and name in plan.nodes:
-                jobs[cluster] = _Job(name)
+            if name is not None and (step := _step_of(plan, name)) is not None:
+                jobs[cluster] = _Job(name, step)
             continue
         job = jobs.get(cluster)
         if job is None:
@@ -174,15 +202,14 @@ def usage_records(events: Iterable[Any], plan: Plan) -> list[NodeUsage]:
             if job.started is None:  # held while idle: nothing ran
                 continue
             attempts[job.node] = attempt = attempts.get(job.node, 0) + 1
-            records.append(_record(event, code, cluster, job, attempt, plan))
+            yield _record(event, code, cluster, job, attempt, plan)
             job.started = None
-    return records
 
 
-def _record(event: Any, code: int, cluster: int, job: _Job, attempt: int, plan: Plan) -> NodeUsage:
+def _record(event: Any, code: int, cluster: int, job: _Job, attempt: int, plan: Plan | PlanIndex) -> NodeUsage:
     ended = float(event.timestamp)
     started = job.started
-    step = plan.nodes[job.node].step
+    step = job.step
     requested = requested_of(plan.steps[step].resources)
     allocated = dict(job.allocated)
     extra: dict[str, float | str] = {"cluster": str(cluster)}

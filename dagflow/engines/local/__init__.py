@@ -7,9 +7,9 @@ result.state, result.states, result.exit_code
 
 from dagflow.engines.local.engine import LocalEngine, check_runnable, prepare_run, resume_local, run_local
 from dagflow.engines.local.options import RunOptions
-from dagflow.engines.local.reporting import JsonReporter, PlainReporter, Reporter, RunInfo
-from dagflow.engines.local.result import Failure, RunResult
 from dagflow.engines.local.runner import LocalRunner
+from dagflow.run.reporting import JsonReporter, PlainReporter, Reporter, RunInfo
+from dagflow.run.result import Failure, RunResult
 
 __all__ = [
     "Failure",

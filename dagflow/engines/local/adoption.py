@@ -21,7 +21,6 @@ from dagflow.engines.local.node_reaper import NodeReaper
 from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.procs import ProcEntry, keeper_alive, kill_orphans, node_alive, read_procs
 from dagflow.engines.local.recovery import Fate, unjournaled, unrecorded_starts
-from dagflow.engines.local.reporting import Reporter
 from dagflow.engines.local.resources import Gpu, ResourcePool
 from dagflow.engines.local.running_node import RunningNode
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder
@@ -29,6 +28,7 @@ from dagflow.plan import Plan
 from dagflow.run.exits import describe_exit
 from dagflow.run.journal import PENDING, RUNNING, JournalState, JournalWriter, NodeRecord, read_journal
 from dagflow.run.layout import RunLayout
+from dagflow.run.reporting import Reporter
 
 HAS_PIDFD = hasattr(os, "pidfd_open")
 _EXIT_RECORD_WAIT_S = 10.0  # how long an adopted node's keeper may take to record its exit

@@ -13,10 +13,10 @@ from dagflow.engines.base import EngineBase, EngineOption, Report
 from dagflow.engines.local.engine import LocalEngine, resume_local, run_local
 from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.recovery import unjournaled_nodes
-from dagflow.engines.local.reporting import JsonReporter, PlainReporter, Reporter
 from dagflow.engines.local.settings import LOCAL_OPTIONS
 from dagflow.plan import Plan
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
+from dagflow.run.reporting import JsonReporter, PlainReporter, Reporter
 from dagflow.run.status import RunStatus, read_status
 from dagflow.text import plural
 
@@ -101,7 +101,7 @@ class LocalEngineContract(EngineBase, LocalEngine):
         if json_output:
             return JsonReporter()
         if sys.stdout.isatty():
-            from dagflow.engines.local.live_view import RichReporter  # rich is only needed on a terminal
+            from dagflow.run.live_view import RichReporter  # rich is only needed on a terminal
 
             return RichReporter(runs_dir_hint=hint)
         return PlainReporter(runs_dir_hint=hint)

@@ -28,7 +28,6 @@ from dagflow.data import with_import_root
 from dagflow.engines.local.earlier_runs import earlier_runs
 from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.resources import Machine, ResourceError, detect_machine, infeasible
-from dagflow.engines.local.result import RunResult
 from dagflow.engines.local.runner import LocalRunner, RunStorageError
 from dagflow.engines.registry import engine_of_run, spec_checks
 from dagflow.errors import DagflowError
@@ -39,6 +38,7 @@ from dagflow.run.ids import validate_run_id
 from dagflow.run.layout import RunLayout, find_run
 from dagflow.run.lock import holder_pid, is_locked
 from dagflow.run.replan import changed_nodes, replanned
+from dagflow.run.result import RunResult
 from dagflow.run.status import read_status
 
 

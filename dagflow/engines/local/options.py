@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from dagflow.run.layout import DEFAULT_RUNS_DIR
 
 if TYPE_CHECKING:
-    from dagflow.engines.local.reporting import Reporter
+    from dagflow.run.reporting import Reporter
 
 
 @dataclass(slots=True)

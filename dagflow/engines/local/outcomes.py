@@ -18,8 +18,6 @@ from dagflow.engines.local.memory_limit import MEMORY_CHECK_S, MemoryGrowth
 from dagflow.engines.local.memory_limit import enforced as memory_enforced
 from dagflow.engines.local.node_reaper import NodeReaper
 from dagflow.engines.local.procs import kill_group
-from dagflow.engines.local.reporting import Reporter
-from dagflow.engines.local.result import RUN_FAILED, RUN_INTERRUPTED, RUN_SUCCEEDED, Failure, RunResult
 from dagflow.engines.local.running_node import RunningNode
 from dagflow.engines.local.usage_recorder import UsageRecorder, attempt_key
 from dagflow.plan import Plan
@@ -35,6 +33,8 @@ from dagflow.run.journal import (
     JournalWriter,
 )
 from dagflow.run.layout import RunLayout
+from dagflow.run.reporting import Reporter
+from dagflow.run.result import RUN_FAILED, RUN_INTERRUPTED, RUN_SUCCEEDED, Failure, RunResult
 
 
 class Outcomes:

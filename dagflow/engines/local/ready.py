@@ -19,11 +19,11 @@ from dagflow.engines.local.memory_limit import MemoryGrowth
 from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.procs import command_for, resolve_program
 from dagflow.engines.local.queueing import FollowerQueueing
-from dagflow.engines.local.reporting import Reporter
 from dagflow.engines.local.resources import Gpu, ResourcePool, within
 from dagflow.engines.local.running_node import RunningNode
 from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, Resources, StepInfo
 from dagflow.run.journal import CACHED, RUNNING, JournalWriter
+from dagflow.run.reporting import Reporter
 
 
 class ReadyQueue:

@@ -58,9 +58,7 @@ from dagflow.engines.local.outcomes import Outcomes
 from dagflow.engines.local.procs import with_interpreter_on_path
 from dagflow.engines.local.queueing import FollowerQueueing
 from dagflow.engines.local.ready import ReadyQueue
-from dagflow.engines.local.reporting import Reporter, RunInfo
 from dagflow.engines.local.resources import Machine, ResourcePool
-from dagflow.engines.local.result import Failure, RunResult
 from dagflow.engines.local.running_node import RunningNode
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder
 from dagflow.errors import DagflowError
@@ -68,6 +66,8 @@ from dagflow.plan import Plan
 from dagflow.run.journal import JournalWriter
 from dagflow.run.layout import RunLayout
 from dagflow.run.lock import RunLock
+from dagflow.run.reporting import Reporter, RunInfo
+from dagflow.run.result import Failure, RunResult
 
 __all__ = ["KeeperLostError", "LocalRunner", "RunStorageError"]
 

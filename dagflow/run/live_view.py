@@ -1,6 +1,8 @@
-"""The live terminal view: counts per state, per region (or the first matrix axis), running nodes.
+"""The live terminal view, for every engine: counts per state, per region (or the first matrix axis),
+running nodes.
 
-Redrawn at most 4 times a second, from the runner's own loop (no refresh thread)."""
+Redrawn at most 4 times a second, from the caller's own loop (the local runner's, or a batch engine's wait
+in run/follow.py; no refresh thread)."""
 
 from __future__ import annotations
 
@@ -13,17 +15,18 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from dagflow.engines.local.reporting import Reporter, RunInfo, summary_lines
-from dagflow.engines.local.result import RunResult
 from dagflow.plan import Plan
 from dagflow.run.journal import CACHED, FAILED, PENDING, RUNNING, SUCCEEDED, UPSTREAM_FAILED
 from dagflow.run.layout import RunLayout
+from dagflow.run.reporting import Reporter, RunInfo, summary_lines
+from dagflow.run.result import RunResult
 
 _STATE_STYLES = {
     SUCCEEDED: "green",
     CACHED: "cyan",
     RUNNING: "yellow",
     "retrying": "yellow",
+    "held": "bold magenta",  # batch engines only
     FAILED: "bold red",
     UPSTREAM_FAILED: "red",
     "interrupted": "magenta",
@@ -55,6 +58,8 @@ class RichReporter(Reporter):
         self.group_running: Counter[str] = Counter()
         self.group_failed: Counter[str] = Counter()
         self.running: dict[str, float] = {}
+        self.retrying: set[str] = set()  # to start again (a retry, a checkpoint restart)
+        self.held: set[str] = set()  # on hold in a batch system
         self.axis: str | None = None
         self.last_draw = 0.0
 
@@ -73,23 +78,50 @@ class RichReporter(Reporter):
         self.live = Live(self._render(), console=self.console, auto_refresh=False, transient=False)
         self.live.start()
 
+    def _waiting_as(self, name: str) -> str:
+        """The count a node that does not run is in: held, retrying or pending (and leaves it)."""
+        if name in self.held:
+            self.held.discard(name)
+            return "held"
+        if name in self.retrying:
+            self.retrying.discard(name)
+            return "retrying"
+        return PENDING
+
     def node_started(self, name: str, attempt: int, gpus: tuple[str, ...]) -> None:
         self.running[name] = time.monotonic()
         self.counts[RUNNING] += 1
-        self.counts[PENDING if attempt == 1 else "retrying"] -= 1
+        self.counts[self._waiting_as(name)] -= 1
         self.group_running[self.group_of[name]] += 1
+
+    def node_held(self, name: str, why: str | None) -> None:
+        if name in self.held:
+            return
+        if self.running.pop(name, None) is not None:
+            self.counts[RUNNING] -= 1
+            self.group_running[self.group_of[name]] -= 1
+        else:
+            self.counts[self._waiting_as(name)] -= 1
+        self.held.add(name)
+        self.counts["held"] += 1
+        reason = f": {why.removeprefix('held: ')}" if why else ""
+        self._print(Text(f"held {name}{reason}", style="bold magenta"))
 
     def node_finished(
         self, name: str, state: str, attempt: int, rc: int | None, why: str | None, duration: float
     ) -> None:
-        self.running.pop(name, None)
-        self.counts[RUNNING] -= 1
         group = self.group_of[name]
-        self.group_running[group] -= 1
+        if name in self.running:
+            del self.running[name]
+            self.counts[RUNNING] -= 1
+            self.group_running[group] -= 1
+        else:  # it ends without having started (a held job removed, a node that could not start)
+            self.counts[self._waiting_as(name)] -= 1
         if state in ("retry", "checkpointed"):  # starts again: node_started takes it from "retrying"
             self.counts["retrying"] += 1
+            self.retrying.add(name)
             label = "retrying" if state == "retry" else "restarting from its checkpoint:"
-            self._print(Text(f"{label} {name} ({why})", style="yellow"))
+            self._print(Text(f"{label} {name}" + (f" ({why})" if why else ""), style="yellow"))
             return
         self.counts[state] += 1
         if state == SUCCEEDED:
@@ -117,6 +149,11 @@ class RichReporter(Reporter):
             self.last_draw = now
             self.live.update(self._render(), refresh=True)
 
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
     def run_finished(self, result: RunResult) -> None:
         if self.live is not None:
             self.running.clear()
@@ -136,7 +173,7 @@ class RichReporter(Reporter):
         elapsed = time.monotonic() - self.started
         header = Text.assemble(
             ("dagflow ", "bold"),
-            f"{self.info.plan.pipeline} · run {self.info.run_id} · {self.info.jobs} slots · {elapsed:.0f}s",
+            f"{self.info.plan.pipeline} · run {self.info.run_id} · {self.info.placement()} · {elapsed:.0f}s",
         )
         bar = Table.grid(padding=(0, 1))
         bar.add_row(ProgressBar(total=max(total, 1), completed=finished, width=40), f"{finished}/{total}")

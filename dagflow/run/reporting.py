@@ -1,5 +1,6 @@
-"""Progress reporters: the runner calls one of these as nodes move; plain lines or JSON events here,
-the live terminal view in live_view.py."""
+"""Progress reporters, for every engine: the local runner calls one as its nodes move, and a batch engine's
+`dagflow run` feeds one from what it observes while it waits (run/follow.py). Plain lines or JSON events
+here, the live terminal view in live_view.py."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from dagflow.engines.local.result import RUN_INTERRUPTED, RUN_SUCCEEDED, RunResult
 from dagflow.plan import Plan
 from dagflow.run.promotions import promotion_lines, promotion_records
+from dagflow.run.result import RUN_INTERRUPTED, RUN_SUCCEEDED, RunResult
 from dagflow.text import plural
 
 
@@ -21,16 +22,20 @@ class RunInfo:
     plan: Plan
     run_id: str
     run_dir: Path
-    jobs: int
+    jobs: int | None  # the local runner's slots; None where a scheduler places the nodes (see where)
     resumed: bool
-    done: set[str] = field(default_factory=set)  # finished by an earlier runner of this run
+    done: set[str] = field(default_factory=set)  # finished by an earlier runner (or submission) of this run
+    where: str = ""  # where the nodes run, when not in slots on this machine: "HTCondor (DAGMan job 12.0)"
+
+    def placement(self) -> str:
+        return f"{self.jobs} slots" if self.jobs is not None else f"on {self.where or 'a batch system'}"
 
 
 class Reporter:
     """Does nothing; subclasses override what they show. tick() is called about every tick_interval
-    seconds while nodes run, when tick_interval is set; flush() once per turn of the runner's loop,
-    before it waits, so a reporter may hold what it has to say until then (a big run of short nodes
-    finishes many nodes a turn: one write for all of them, not one each)."""
+    seconds while nodes run, when tick_interval is set; flush() once per turn of the runner's loop (a batch
+    engine's: once per look at the run), before it waits, so a reporter may hold what it has to say until
+    then (a big run of short nodes finishes many nodes a turn: one write for all of them, not one each)."""
 
     tick_interval: float | None = None
 
@@ -43,6 +48,10 @@ class Reporter:
     ) -> None:
         """state is succeeded, failed, interrupted, retry or checkpointed (it will start again)."""
 
+    def node_held(self, name: str, why: str | None) -> None:
+        """Its job was put on hold by the batch system (only batch engines have holds); it starts (again)
+        or finishes later."""
+
     def node_cached(self, name: str) -> None: ...
 
     def nodes_blocked(self, names: list[str], by: str) -> None: ...
@@ -51,6 +60,10 @@ class Reporter:
 
     def flush(self) -> None: ...
 
+    def stop(self) -> None:
+        """The caller stops following the run before it ended (Ctrl-C): leave the terminal clean."""
+        self.flush()
+
     def run_finished(self, result: RunResult) -> None: ...
 
 
@@ -58,6 +71,7 @@ def summary_lines(result: RunResult, runs_dir_hint: str = "") -> list[str]:
     counts = result.counts()
     parts = [f"{count} {state.replace('_', '-')}" for state, count in counts.items()]
     lines = [f"run {result.run_id} {result.state} in {result.duration_s:.1f}s: {', '.join(parts) or 'no nodes'}"]
+    lines.extend(f"  {note}" for note in result.notes)
     if result.resumed_done:
         lines.append(f"  {plural(result.resumed_done, 'node')} had finished before this resume: not rerun")
     if counts.get("cached"):
@@ -76,11 +90,12 @@ def summary_lines(result: RunResult, runs_dir_hint: str = "") -> list[str]:
 
 
 class PlainReporter(Reporter):
-    """One line per finished node, for logs and pipes."""
+    """One line per finished node, for logs and pipes (with show_starts, one per start too)."""
 
-    def __init__(self, stream: TextIO | None = None, runs_dir_hint: str = "") -> None:
+    def __init__(self, stream: TextIO | None = None, runs_dir_hint: str = "", show_starts: bool = False) -> None:
         self.stream = stream or sys.stdout
         self.runs_dir_hint = runs_dir_hint
+        self.show_starts = show_starts
         self.total = 0
         self.finished = 0
         self._lines: list[str] = []
@@ -103,8 +118,14 @@ class PlainReporter(Reporter):
         self.finished = len(info.done)
         verb = "resuming" if info.resumed else "starting"
         extra = f", {len(info.done)} already done" if info.done else ""
-        self._print(f"{verb} run {info.run_id}: {self.total} nodes, {info.jobs} slots{extra} (logs in {info.run_dir})")
+        where = f", {info.placement()}" if info.jobs is not None else f" {info.placement()}"
+        self._print(f"{verb} run {info.run_id}: {self.total} nodes{where}{extra} (logs in {info.run_dir})")
         self.flush()
+
+    def node_started(self, name: str, attempt: int, gpus: tuple[str, ...]) -> None:
+        if self.show_starts:
+            tries = f" attempt {attempt}" if attempt > 1 else ""
+            self._print(f"[{self.finished}/{self.total}] started {name}{tries}")
 
     def node_finished(
         self, name: str, state: str, attempt: int, rc: int | None, why: str | None, duration: float
@@ -115,6 +136,10 @@ class PlainReporter(Reporter):
         tries = f" attempt {attempt}" if attempt > 1 or state == "retry" else ""
         label = {"retry": "retrying", "checkpointed": "restarting from its checkpoint:"}.get(state, state)
         self._print(f"[{self.finished}/{self.total}] {label} {name}{tries} {duration:.1f}s{detail}")
+
+    def node_held(self, name: str, why: str | None) -> None:
+        detail = f" ({why.removeprefix('held: ')})" if why else ""
+        self._print(f"[{self.finished}/{self.total}] held {name}{detail}")
 
     def node_cached(self, name: str) -> None:
         self.finished += 1
@@ -177,6 +202,9 @@ class JsonReporter(Reporter):
             why=why,
             duration_s=round(duration, 3),
         )
+
+    def node_held(self, name: str, why: str | None) -> None:
+        self._emit("node_held", node=name, why=why)
 
     def node_cached(self, name: str) -> None:
         self._emit("node_cached", node=name)

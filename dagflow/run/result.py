@@ -1,4 +1,6 @@
-"""What a local run gives back to its caller (RunResult), and the exit codes it means."""
+"""What a run gives back once it has ended (RunResult), whichever engine ran it, and the exit codes it
+means. The local runner builds one as it finishes; a batch engine's `dagflow run` builds one from the run's
+final status (run/follow.py)."""
 
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ class RunResult:
     duration_s: float
     failures: list[Failure] = field(default_factory=list)
     resumed_done: int = 0  # nodes already finished by an earlier runner of this run
+    notes: list[str] = field(default_factory=list)  # what the engine adds to the summary (why DAGMan stopped)
 
     @property
     def exit_code(self) -> int:
@@ -48,4 +51,6 @@ class RunResult:
 
     def counts(self) -> dict[str, int]:
         counted = Counter(self.states.values())
-        return {state: counted[state] for state in NODE_STATES if counted[state]}
+        ordered = {state: counted[state] for state in NODE_STATES if counted[state]}
+        ordered.update((state, count) for state, count in counted.items() if state not in ordered)
+        return ordered
