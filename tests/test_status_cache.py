@@ -117,6 +117,7 @@ def test_a_repeated_status_reads_no_dagman_file(tmp_path: Path, monkeypatch: pyt
     assert kept.record("train.us").attempts == 3 and kept.plan.nodes["report"].parents == ["train.us", "train.br"]
 
 
+@pytest.mark.slow
 def test_the_text_view_of_a_big_run_reads_only_its_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
@@ -254,6 +255,7 @@ def test_a_live_dag_is_not_kept(tmp_path: Path) -> None:
     assert not any((condor_dir(layout) / name).exists() for name in CACHE_FILES)
 
 
+@pytest.mark.slow
 def test_status_commands_at_once_agree(tmp_path: Path) -> None:
     layout = make_run(tmp_path, "failed")
     expected = fresh(layout)[2]
