@@ -226,7 +226,8 @@ def run_dagflow(problem_name: str, engine: str, batch: int, seed: int, budget: i
     from dagflow.search import Observation, make_optimizer
 
     problem = PROBLEMS[problem_name]
-    optimizer = make_optimizer(problem.space(), engine, seed=seed)
+    # the budget, as the scheduler gives it: the gp engine spends its last points refining (gp_ei.final_phase)
+    optimizer = make_optimizer(problem.space(), engine, seed=seed, budget=budget)
     observations: list[Observation] = []
     if mode == "async":
         running = optimizer.suggest(batch, observations, [])
@@ -357,7 +358,7 @@ def run_dagflow_spearmint(
     space = PROBLEMS["branin"].space()
     rng = np.random.default_rng(seed + 1000)
     tasks = dict.fromkeys(CONSTRAINTS) if kind == "constrained" else None
-    optimizer = make_optimizer(space, engine, seed=seed, likelihood=likelihood, constraints=tasks)
+    optimizer = make_optimizer(space, engine, seed=seed, likelihood=likelihood, constraints=tasks, budget=budget)
     observations: list[Observation] = []
     trace: list[tuple[list[float], bool]] = []
     while len(observations) < budget:

@@ -254,7 +254,7 @@ def test_batch_mode_chooses_each_batch_knowing_every_earlier_result_even_across_
         last_result = max(float(row["finished"]) for row in earlier)  # type: ignore[arg-type]
         assert all(float(row["created"]) >= last_result for row in later), (earlier, later)  # type: ignore[arg-type]
     space = PipelineTrials(load_spec(pipeline)).space
-    optimizer = make_optimizer(space, "gp", seed=7)
+    optimizer = make_optimizer(space, "gp", seed=7, budget=8)  # the scheduler's optimiser knows the budget
     observations: list[Observation] = []
     for batch in batches:
         expected = optimizer.suggest(len(batch), observations, [])

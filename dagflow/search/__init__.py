@@ -33,13 +33,20 @@ def make_optimizer(
     seed: int = 0,
     likelihood: str | None = None,
     constraints: Mapping[str, str | None] | None = None,
+    budget: int | None = None,
+    failures_spend_budget: bool = True,
 ) -> Optimizer:
     """An optimiser by name: gp (default), random, or the optional Optuna ones (gp-optuna, tpe-optuna).
-    Only gp models a likelihood (GAUSSIAN, NOISELESS) and constraints; the others ignore them."""
+    Only gp models a likelihood (GAUSSIAN, NOISELESS) and constraints, and uses the budget (the trials the
+    search runs in all; failed ones spend it unless failures_spend_budget is False) to spend its last
+    points refining the best one; the others ignore them."""
     if engine == "gp":
         from dagflow.search.gp_ei import GPEI
 
-        return GPEI(space, seed=seed, likelihood=likelihood, constraints=constraints)
+        return GPEI(
+            space, seed=seed, likelihood=likelihood, constraints=constraints, budget=budget,
+            failures_spend_budget=failures_spend_budget,
+        )  # fmt: skip
     if engine == "random":
         from dagflow.search.random_search import RandomSearch
 

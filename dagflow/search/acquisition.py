@@ -16,6 +16,8 @@ from dagflow.search.gp import GPModel
 
 _SQRT_HALF_PI = np.sqrt(np.pi / 2.0)
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
+# A box inside the unit cube: its lower and its upper corner.
+Box = tuple[np.ndarray, np.ndarray]
 
 
 def _log_h(z: np.ndarray) -> np.ndarray:
@@ -54,12 +56,14 @@ def maximise_log_ei(
     candidates: np.ndarray,
     starts: int = 8,
     maxiter: int = 200,
+    box: Box | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Score random candidates, polish the best `starts` of them with L-BFGS-B (all in one problem),
-    and return every point (polished and candidates) with its log EI, best first."""
+    and return every point (polished and candidates) with its log EI, best first. With a box (lower and
+    upper corners inside the unit cube, the candidates inside it), the polishing stays inside the box."""
     return maximise(
         lambda rows: log_ei(model, rows, best), lambda rows: log_ei_with_gradient(model, rows, best), candidates,
-        starts, maxiter,
+        starts, maxiter, box,
     )  # fmt: skip
 
 
@@ -69,6 +73,7 @@ def maximise(
     candidates: np.ndarray,
     starts: int = 8,
     maxiter: int = 200,
+    box: Box | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Any acquisition: the candidates and the polished best `starts` of them, with their scores, best first."""
     scores = score(candidates)
@@ -77,7 +82,7 @@ def maximise(
         values, grad = score_with_gradient(rows)
         return -values, -grad
 
-    polished = _polish(candidates[np.argsort(-scores)[:starts]], negative, maxiter)
+    polished = _polish(candidates[np.argsort(-scores)[:starts]], negative, maxiter, box)
     points = np.vstack([polished, candidates])
     values = np.concatenate([score(polished), scores])
     values[~np.isfinite(values)] = -np.inf
@@ -117,21 +122,26 @@ def minimise_mean(
 
 
 def _polish(
-    starts: np.ndarray, loss: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], maxiter: int
+    starts: np.ndarray,
+    loss: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    maxiter: int,
+    box: Box | None = None,
 ) -> np.ndarray:
-    """Each start row moved downhill on loss (per-row values and their gradients) within the unit cube.
+    """Each start row moved downhill on loss (per-row values and their gradients) within the unit cube,
+    or within the box.
 
     One L-BFGS-B problem for all starts (the objective is their sum, separable): one Python loop
     instead of one per start. Measured: the same regret as separate runs, in less time.
     """
     m, d = starts.shape
+    lower, upper = box if box is not None else (np.zeros(d), np.ones(d))
 
     def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
         values, grad = loss(flat.reshape(-1, d))
         return float(values.sum()), grad.reshape(-1)
 
+    bounds = list(zip(np.tile(lower, m), np.tile(upper, m), strict=True))
     result = minimize(
-        objective, starts.reshape(-1), jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * (m * d),
-        options={"maxiter": maxiter},
+        objective, starts.reshape(-1), jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": maxiter}
     )
-    return np.clip(result.x.reshape(m, d), 0.0, 1.0)
+    return np.clip(result.x.reshape(m, d), lower, upper)

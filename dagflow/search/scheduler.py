@@ -237,6 +237,8 @@ class Scheduler:
                     seed=record.seed + index,
                     likelihood=self.likelihood,
                     constraints=self.constraint_likelihoods,
+                    budget=self.budget,
+                    failures_spend_budget=self.source.counts_failures,
                 )
                 for index, region in enumerate(self.source.regions)
             }
