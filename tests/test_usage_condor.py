@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dagflow.engines.condor.usage_events import record_condor_usage, segment_keys
+from dagflow.engines.condor.usage_events import segment_keys
+from dagflow.engines.condor.usage_log import record_condor_usage
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.run.usage import read_usage
 from tests.condor_pool import Pool
@@ -122,8 +123,16 @@ LOG = """\
 def _plan(tmp_path: Path) -> Plan:
     steps = {
         name: StepInfo(
-            name=name, kind="command", axes=(), resources=Resources(cpus=1, memory_mb=128), classads={},
-            retries=0, retry_unless_exit=(), timeout_s=None, priority=0, metrics=None,
+            name=name,
+            kind="command",
+            axes=(),
+            resources=Resources(cpus=1, memory_mb=128),
+            classads={},
+            retries=0,
+            retry_unless_exit=(),
+            timeout_s=None,
+            priority=0,
+            metrics=None,
         )
         for name in ("hog", "flaky", "idle")
     }
@@ -161,7 +170,7 @@ def test_reading_again_or_concurrently_adds_nothing(tmp_path: Path) -> None:
     plan_file.write_text(_plan(tmp_path).to_json())
     script = (
         "import sys; from pathlib import Path; from dagflow.plan import Plan;"
-        "from dagflow.engines.condor.usage_events import record_condor_usage;"
+        "from dagflow.engines.condor.usage_log import record_condor_usage;"
         "d = Path(sys.argv[1]); print(record_condor_usage(d, Plan.from_json((d / 'plan.json').read_text()),"
         " d / 'dagflow.jobs.log'))"
     )

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from dagflow.plan import Resources
 
 USAGE_FILE = "usage.jsonl"
+WRITE_BYTES = 1 << 22  # record_lines_once's writes
 
 ENGINES = ("local", "condor", "slurm", "sge")
 REASON_OOM = "oom"
@@ -178,7 +179,7 @@ def record_usage_once(run_dir: Path, usage: NodeUsage) -> bool:
 
 
 def record_usages_once(run_dir: Path, usages: Iterable[NodeUsage]) -> int:
-    """Append, with one write, those of `usages` whose (node, key) has no record yet; how many.
+    """Append those of `usages` whose (node, key) has no record yet (record_lines_once); how many.
 
     For engines whose attempts are observed repeatedly (condor): every record must have a `key`. Writers
     on this host are serialized by an flock on the file; the reader's deduplication covers any others.
@@ -186,21 +187,43 @@ def record_usages_once(run_dir: Path, usages: Iterable[NodeUsage]) -> int:
     usages = list(usages)
     if any(usage.key is None for usage in usages):
         raise ValueError("record_usage_once needs usage records with a key")
-    if not usages:
+    return record_lines_once(run_dir, ((usage.node, usage.key or "", encode_usage(usage)) for usage in usages))
+
+
+def renumber_line(line: bytes, attempt: int) -> bytes:
+    """encode_usage's line of a record, numbered `attempt` instead (the rest of the line unchanged: JSON
+    gives back its fields in order, and its numbers as they were)."""
+    values = json.loads(line)
+    values["attempt"] = attempt
+    return (_encode(values) + "\n").encode()
+
+
+def record_lines_once(run_dir: Path, lines: Iterable[tuple[str, str, bytes]]) -> int:
+    """record_usages_once of records already encoded: (node, key, encode_usage's line) each, appended in
+    writes of about WRITE_BYTES under the lock (a big run's 50 MB are not copied into one); how many."""
+    lines = list(lines)
+    if not lines:
         return 0
     fd = os.open(usage_path(run_dir), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        seen = {(r.node, r.key) for r in _parse(_read_all(fd))[0] if r.key is not None}
-        fresh = []
-        for usage in usages:
-            ident = (usage.node, usage.key or "")
-            if ident not in seen:
-                seen.add(ident)
-                fresh.append(encode_usage(usage))
-        if fresh:
-            _write_line(fd, b"".join(fresh))
-        return len(fresh)
+        nodes = {node for node, _, _ in lines}
+        seen = {(r.node, r.key) for r in _parse(_read_all(fd), nodes)[0] if r.key is not None}
+        batch: list[bytes] = []
+        size = appended = 0
+        for node, key, text in lines:
+            if (node, key) in seen:
+                continue
+            seen.add((node, key))
+            batch.append(text)
+            size += len(text)
+            appended += 1
+            if size >= WRITE_BYTES:
+                _write_line(fd, b"".join(batch))
+                batch, size = [], 0
+        if batch:
+            _write_line(fd, b"".join(batch))
+        return appended
     finally:
         os.close(fd)
 

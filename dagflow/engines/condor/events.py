@@ -26,9 +26,11 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
+from typing import BinaryIO
 
 from dagflow.gc_pause import gc_paused
 
@@ -126,12 +128,11 @@ class _Clock(dict[bytes, float | None]):
 def scan_events(data: bytes) -> dict[str, NodeJob]:
     """DAG node name -> its latest job, from the text of a job event log."""
     with gc_paused():
-        return _scan_events(data)
+        first = _FIRST_EVENT.match(data)
+        return _scan_events(([first.groups(default=b"")] if first else []) + _EVENT.findall(data))
 
 
-def _scan_events(data: bytes) -> dict[str, NodeJob]:
-    first = _FIRST_EVENT.match(data)
-    matches = ([first.groups(default=b"")] if first else []) + _EVENT.findall(data)
+def _scan_events(matches: list[tuple[bytes, ...]]) -> dict[str, NodeJob]:
     # Group the events by kind (file order kept), then key each group by cluster: the last event of a
     # kind per cluster wins. dict(zip(...)) does that in C; the loop below runs once per job, not per event.
     grouped: dict[bytes, list[tuple[bytes, ...]]] = {code: [] for code in _CODES}
@@ -202,13 +203,38 @@ def _scan_events(data: bytes) -> dict[str, NodeJob]:
     return jobs
 
 
+PIECE = 8 << 20  # bytes of the log read at a time
+_SYNC = b"\n...\n"
+
+
 def read_events(path: Path) -> dict[str, NodeJob]:
-    """scan_events over a file; a log not written yet reads as no events."""
+    """scan_events over a file, read a piece at a time (a 100k-node run's log is 150 MB: its text is never
+    all held); a log not written yet reads as no events."""
     try:
-        data = Path(path).read_bytes()
+        log = open(path, "rb")  # noqa: SIM115  # closed below
     except FileNotFoundError:
         return {}
-    return scan_events(data)
+    with log, gc_paused():
+        matches: list[tuple[bytes, ...]] = []
+        for piece in _pieces(log):
+            # a piece begins after an event's `...` line (or at the file's start): scan_events' matches exactly
+            matches += _EVENT.findall(b"...\n" + piece)
+        return _scan_events(matches)
+
+
+def _pieces(log: BinaryIO) -> Iterator[bytes]:
+    """The file's text in pieces of about PIECE bytes, each but the last ending with a `...` line."""
+    rest = b""
+    while block := log.read(PIECE):
+        data = rest + block if rest else block
+        end = data.rfind(_SYNC)
+        if end < 0:
+            rest = data
+            continue
+        yield data[: end + len(_SYNC)]
+        rest = data[end + len(_SYNC) :]
+    if rest:
+        yield rest  # an event still being written, as scan_events of the whole text reads it
 
 
 def read_events_with_bindings(path: Path) -> dict[str, NodeJob]:

@@ -35,7 +35,7 @@ from dagflow.engines.condor.dagman_start import not_started_reason
 from dagflow.engines.condor.jobstate import EVENT_STATES, JobstateLog, read_jobstate
 from dagflow.engines.condor.records import CondorRecord, condor_dir
 from dagflow.engines.condor.submit_writer import EVENT_LOG
-from dagflow.engines.condor.usage_events import record_condor_usage
+from dagflow.engines.condor.usage_log import record_condor_usage
 from dagflow.engines.condor.verdicts import record_verdicts_seen
 from dagflow.plan.index import PlanIndex
 from dagflow.run.journal import (
@@ -445,7 +445,7 @@ def _kept_status(
 
 
 def record_usage_seen(layout: RunLayout, index: PlanIndex, event_log: Path) -> None:
-    """Record what the node jobs that ended used (usage_events.py), before status reads usage.jsonl.
+    """Record what the node jobs that ended used (usage_log.py), before status reads usage.jsonl.
 
     A run directory this user cannot write, or a log the bindings cannot read, leaves usage unrecorded;
     status goes on without it."""

@@ -17,17 +17,17 @@ cluster id (with the segment's event for an evicted or held one), so a segment i
 often, and however concurrently, status reads the log; `attempt` numbers a node's segments in log order.
 Times are the events' (whole seconds): wall_s is TimeExecuteUsage where given, else execute to end.
 
-The log is parsed with htcondor2.JobEventLog only when a cheap scan of it finds an event that ends a
-segment and has no record yet, and then only the events of those jobs.
+This module makes the records from htcondor2.JobEventLog's events; usage_log.py reads the same records
+from the log's text, faster, and records them (record_condor_usage): the log is parsed only when a cheap
+scan of it (segment_keys) finds an event that ends a segment and has no record yet, and then only the
+events of those jobs.
 """
 
 from __future__ import annotations
 
 import re
-import tempfile
-from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,23 +40,17 @@ from dagflow.run.usage import (
     REASON_KILLED,
     REASON_OOM,
     NodeUsage,
-    read_usage,
-    record_usages_once,
     requested_of,
-    usage_path,
 )
 
 IMAGE_SIZE = 6
 KB_PER_MB = 1024
 # dagflow's periodic hold of a job over its memory (submit_writer.py): HoldReasonCode 3, this subcode
 MEMORY_HOLD_SUBCODE = 1717
-_END = b"\n...\n"  # what ends every event
 # A segment-ending event's header: after a newline (a literal first, which the regex engine finds fast), or
 # at the file's start (_FIRST_ENDING).
 _ENDING = re.compile(rb"\n(00[45]|012) \((\d+)\.")
 _FIRST_ENDING = re.compile(rb"(00[45]|012) \((\d+)\.")
-# The key of a complete condor record line as encode_usage writes it (`key` is its last field).
-_RECORDED_KEY = re.compile(rb'"engine":"condor",[^\n]*,"key":"([^"\\\n]*)"\}$', re.MULTILINE)
 _USAGE = re.compile(r"Usr (\d+) (\d+):(\d+):(\d+), Sys (\d+) (\d+):(\d+):(\d+)")
 
 
@@ -82,77 +76,24 @@ def _step_of(plan: Plan | PlanIndex, node: str) -> str | None:
     return None if found is None else found.step
 
 
-def segment_keys(data: bytes) -> set[str]:
-    """The keys every segment-ending event in the log would have (a cheap scan, no parsing of bodies)."""
+def segment_keys(data: bytes, counts: dict[tuple[bytes, int], int] | None = None) -> set[str]:
+    """The keys every segment-ending event in the log would have (a cheap scan, no parsing of bodies).
+    counts: the evictions and holds per job seen before `data` (a piece of the log), updated."""
     keys: set[str] = set()
-    counts: dict[tuple[bytes, bytes], int] = {}
+    counts = {} if counts is None else counts
     first = _FIRST_ENDING.match(data)
-    for code, cluster in ([first.groups()] if first else []) + _ENDING.findall(data):
+    for code, number in ([first.groups()] if first else []) + _ENDING.findall(data):
+        cluster = int(number)  # the header writes small ids with leading zeros (003): the record's key has none
         if code == b"005":
-            keys.add(cluster.decode())
+            keys.add(str(cluster))
             continue
         count = counts[code, cluster] = counts.get((code, cluster), 0) + 1
-        keys.add(_segment_key(int(cluster), "evicted" if code == b"004" else "held", count))
+        keys.add(_segment_key(cluster, "evicted" if code == b"004" else "held", count))
     return keys
 
 
 def _segment_key(cluster: int, kind: str, count: int) -> str:
     return f"{cluster}.{kind}{count}"
-
-
-def record_condor_usage(run_dir: Path, plan: Plan | PlanIndex, event_log: Path) -> int:
-    """Append the records of segments the log ends and usage.jsonl lacks; how many were appended.
-
-    Only the events of the jobs with a new segment are parsed (a big run's log holds hundreds of
-    thousands); a node's new records are numbered on from its recorded ones.
-    """
-    try:
-        data = event_log.read_bytes()
-    except FileNotFoundError:
-        return 0
-    ending = segment_keys(data)
-    if ending <= _recorded_keys(run_dir):  # the usual case once recorded: no record parsed at all
-        return 0
-    recorded = [record for record in read_usage(run_dir) if record.engine == "condor"]
-    done = {record.key for record in recorded}
-    new = ending - done
-    if not new:
-        return 0
-    clusters = {key.split(".", 1)[0].encode() for key in new}
-    attempts = Counter(record.node for record in recorded)
-    numbered = []
-    with tempfile.TemporaryDirectory(prefix="dagflow-usage-") as directory:
-        # JobEventLog parses a copy holding only the events of these jobs
-        copy = Path(directory) / "events.log"
-        _copy_events(data, clusters, copy)
-        del data  # a big log's text: not held while its events are parsed
-        for record in iter_usage_records(_parsed_events(copy, event_log), plan):
-            if record.key not in done:
-                attempts[record.node] += 1
-                numbered.append(replace(record, attempt=attempts[record.node]))
-    return record_usages_once(run_dir, numbered)
-
-
-def _recorded_keys(run_dir: Path) -> set[str]:
-    """The keys of the condor record lines in usage.jsonl, found without parsing them: a cheap superset of
-    read_usage's (it also holds those of well-formed lines that read_usage skips as insane)."""
-    try:
-        data = usage_path(run_dir).read_bytes()
-    except FileNotFoundError:
-        return set()
-    return {key.decode("utf-8", "replace") for key in _RECORDED_KEY.findall(data)}
-
-
-def _copy_events(data: bytes, clusters: set[bytes], path: Path) -> None:
-    """Write the complete events of these jobs to path."""
-    with open(path, "wb") as copy:
-        start, end = 0, data.find(_END)
-        while end >= 0:  # a last piece with no end is an event still being written
-            chunk = data[start:end]
-            if chunk[5 : chunk.find(b".", 5)].lstrip(b"\n") in clusters:
-                copy.write(chunk.lstrip(b"\n") + _END)
-            start = end + len(_END)
-            end = data.find(_END, start)
 
 
 def _parsed_events(path: Path, event_log: Path) -> Iterator[Any]:
@@ -202,19 +143,35 @@ def iter_usage_records(events: Iterable[Any], plan: Plan | PlanIndex) -> Iterato
             if job.started is None:  # held while idle: nothing ran
                 continue
             attempts[job.node] = attempt = attempts.get(job.node, 0) + 1
-            yield _record(event, code, cluster, job, attempt, plan)
+            yield _record(event, code, cluster, job, attempt, plan, _cpu_seconds(event.get("RunRemoteUsage")))
             job.started = None
 
 
-def _record(event: Any, code: int, cluster: int, job: _Job, attempt: int, plan: Plan | PlanIndex) -> NodeUsage:
+def _record(
+    event: Any,
+    code: int,
+    cluster: int,
+    job: _Job,
+    attempt: int,
+    plan: Plan | PlanIndex,
+    cpu: float | None,
+    requests: dict[str, dict[str, float]] | None = None,
+) -> NodeUsage:
+    """The record of the segment `event` ends. cpu: the run's CPU seconds (the event's RunRemoteUsage);
+    requests: each step's requested_of, kept across calls (a copy is the record's)."""
     ended = float(event.timestamp)
     started = job.started
     step = job.step
-    requested = requested_of(plan.steps[step].resources)
+    if requests is None:
+        requested = requested_of(plan.steps[step].resources)
+    else:
+        known = requests.get(step)
+        if known is None:
+            known = requests[step] = requested_of(plan.steps[step].resources)
+        requested = dict(known)
     allocated = dict(job.allocated)
     extra: dict[str, float | str] = {"cluster": str(cluster)}
     wall = ended - started if started is not None else None
-    cpu = _cpu_seconds(event.get("RunRemoteUsage"))
     peak = job.memory_mb
     gpu_memory = gpu_utilization = None
     exit_code: int | None = None
@@ -335,9 +292,9 @@ def _alias(sinful: Any) -> str | None:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return value
+    """An int or a float as it is; None for anything else (a bool, a string, an expression)."""
+    kind = type(value)
+    return value if kind is int or kind is float else None
 
 
 def _str(value: Any) -> str | None:
