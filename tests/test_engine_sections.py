@@ -40,6 +40,26 @@ def test_spec_and_plan_import_no_htcondor_bindings() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_a_local_run_without_requirements_never_loads_htcondor_bindings(tmp_path: Path) -> None:
+    """The condor engine's spec check runs for every engine (a bad `requirements` is wrong wherever the
+    pipeline runs), but it loads HTCondor's parser only for a step that has one: a local run of any other
+    pipeline pays nothing for HTCondor (it had loaded classad2 at every `dagflow run`)."""
+    (tmp_path / "p.yaml").write_text("name: p\nmatrix: {region: [us, br]}\nsteps:\n  a: {command: 'true'}\n")
+    code = (
+        "import sys; from dagflow.cli import main\n"
+        "sys.argv = ['dagflow', 'run', 'p.yaml']\n"
+        "try: main()\n"
+        "except SystemExit as done: assert done.code == 0, done.code\n"
+        "print(sorted({'classad2', 'htcondor2'} & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
+    with_requirements = tmp_path / "q.yaml"
+    with_requirements.write_text(PIPELINE)
+    result = CliRunner().invoke(app, ["validate", str(with_requirements)])
+    assert result.exit_code == 0, result.output  # and the one with a requirements expression is still checked
+
+
 def test_requirements_ride_in_the_condor_section_and_a_format_1_plan_reads_into_it() -> None:
     plan = expand(parse_spec(PIPELINE, "p.yaml"), run_id="r")
     step = plan.steps["train"]

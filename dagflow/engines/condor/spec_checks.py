@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import classad2
-
 from dagflow.engines.condor.transfer import TRANSFER, DataModeError, choose_data_mode
 from dagflow.errors import Diagnostic
 from dagflow.spec.load import Spec
@@ -49,6 +47,8 @@ def _requirements(spec: Spec) -> Iterator[Diagnostic]:
     for name, step in spec.model.steps.items():
         if step.requirements is None:
             continue
+        import classad2  # only where a step has requirements: a local run of any other pipeline never loads it
+
         path = ("steps", name, "requirements")
         line, column = spec.positions.of(path)
         if not step.requirements.strip():
@@ -57,9 +57,14 @@ def _requirements(spec: Spec) -> Iterator[Diagnostic]:
         try:
             classad2.ExprTree(step.requirements)
         except Exception:
-            yield Diagnostic(_filename(spec), line, column, dotted(path),
-                             f"{step.requirements.strip()!r} does not parse as a ClassAd expression",
-                             hint=REQUIREMENTS_HINT)
+            yield Diagnostic(
+                _filename(spec),
+                line,
+                column,
+                dotted(path),
+                f"{step.requirements.strip()!r} does not parse as a ClassAd expression",
+                hint=REQUIREMENTS_HINT,
+            )
 
 
 def _filename(spec: Spec) -> str:
