@@ -32,7 +32,7 @@ from dagflow.engines.condor import idle_reasons
 from dagflow.engines.condor import status_cache as cache
 from dagflow.engines.condor import status_files as sf
 from dagflow.engines.condor.dagman_start import not_started_reason
-from dagflow.engines.condor.jobstate import EVENT_STATES, JobstateLog, read_jobstate
+from dagflow.engines.condor.jobstate import EVENT_STATES, JobstateLog, NodeHistory, read_jobstate
 from dagflow.engines.condor.records import CondorRecord, condor_dir
 from dagflow.engines.condor.submit_writer import EVENT_LOG
 from dagflow.engines.condor.usage_log import record_condor_usage
@@ -66,6 +66,7 @@ _JOB_STATES = {ev.QUEUED: QUEUED, ev.RUNNING: RUNNING, ev.HELD_STATE: HELD, ev.R
 # DAGMan's own exit codes: 0 the DAG succeeded, 2 DAGMan was removed or aborted; anything else failed.
 _DAGMAN_EXIT_STATES = {0: SUCCEEDED, 2: INTERRUPTED}
 _LIVE_STATES = (QUEUED, RUNNING, HELD)  # a node's states while it has a job in the queue (or a script running)
+_LIVE_JOBS = (ev.QUEUED, ev.RUNNING, ev.HELD_STATE)  # the event log's states of a job in the queue
 _DAGMAN_OUT_TAIL = 64 * 1024  # the bytes of .dagman.out read: its last run's end is all status needs
 _DAGMAN_OUT_LINE = re.compile(rb"^(?:\d\d/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)? )?(.*?)[ \t\r]*$", re.MULTILINE)
 _BATCH_ID = re.compile(rb"Workflow batch-id: <(\d+)\.\d+>")
@@ -229,9 +230,13 @@ def fold(
         seen = histories.get(name)
         job = jobs.get(name)
         state, at = (_snapshot_state(ad), snapshot_at) if ad is not None else (PENDING, -1.0)
-        if job is not None and (job.updated or 0.0) >= at:
+        # DAGMan's node status file is rewritten at most every minute, from the events it has read by then:
+        # for a node with a job in the queue, the event log it reads them from is never behind it.
+        in_queue = job is not None and state in _LIVE_STATES and job.state in _LIVE_JOBS
+        from_job = job is not None and ((job.updated or 0.0) >= at or in_queue)
+        if from_job:
             state, at = _job_state(job), job.updated or 0.0
-        if seen is not None and seen.at >= at:
+        if seen is not None and seen.at >= at and not (from_job and _submit_echo(seen, job)):
             state, at = EVENT_STATES[seen.event], seen.at
         exit_code = seen.exit_code if seen is not None and seen.exit_code is not None else None
         if exit_code is None and job is not None:
@@ -264,6 +269,14 @@ def fold(
         started_of.append((job.started if job is not None else None) or (seen.started if seen is not None else None))
         ended_of.append((job.ended if job is not None else None) or (seen.ended if seen is not None else None))
     return columns
+
+
+def _submit_echo(seen: NodeHistory, job: ev.NodeJob) -> bool:
+    """Whether the jobstate log's latest line is DAGMan's SUBMIT of the very job whose event-log state is
+    at hand: that job's own log already says it was submitted and what came after. A job reusing a claim
+    runs within its submit's second, and DAGMan writes EXECUTE only once it reads the event log, so that
+    SUBMIT (of the same second, or later) would show a running job queued."""
+    return seen.event == "SUBMIT" and seen.condor_id.partition(".")[0] == str(job.cluster)
 
 
 def _interrupted_by_cancel(state: str, at: float, job: ev.NodeJob | None, cancelled_at: float) -> bool:
