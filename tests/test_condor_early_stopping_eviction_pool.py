@@ -19,7 +19,7 @@ Four trials run side by side, one per `role` (an ENUM, so the random optimiser d
 - evicted-good: its first run pauses after epoch 3 (train.py sleeps, so the vacate races nothing) and is
   vacated; its second run completes every epoch. It must succeed with its final value, the best one.
 - good: runs to its end undisturbed.
-- hopeless: loss 5 + 1/epoch; stopped while it runs.
+- hopeless: loss 5 + 1/epoch; stopped while it runs (it waits after epoch 5 until it is).
 - evicted-hopeless: its first run reports the good curve (1/epoch) up to epoch 6 and pauses there; it is
   vacated, and its second run reports 5 + 1/epoch. It must be stopped during the second run, judged on the
   second run's values alone: had its curve kept the first run's steps, their good values would shield it
@@ -48,6 +48,10 @@ pytestmark = pytest.mark.condor_pool
 EPOCHS = 8
 EPOCH_S = 2
 PAUSE_AT = {"evicted-good": 3, "evicted-hopeless": 6}  # the epoch a first run waits after, to be vacated
+# A hopeless run (loss 5 + 1/epoch) waits after this epoch until it is stopped: on a loaded machine the
+# scheduler's stop could otherwise come after its last epoch (it once did in CI), and a run that is never
+# stopped then fails the test instead of passing by luck.
+HOPELESS_WAITS_AT = PAUSE_AT["evicted-hopeless"] - 1
 ROLES = ["evicted-good", "good", "hopeless", "evicted-hopeless"]  # the final value's rank, best first
 
 TRAIN = f"""\
@@ -71,6 +75,8 @@ for epoch in range(1, {EPOCHS} + 1):
     os.close(fd)
     if epoch == pause:
         time.sleep(600)  # the test vacates the job here
+    if base and epoch == {HOPELESS_WAITS_AT}:
+        time.sleep(600)  # only the early stop ends it
 with open(args.out, "a") as handle:
     handle.write(json.dumps({{"loss": base + 1.0 / {EPOCHS} + 0.01 * {ROLES!r}.index(args.role)}}) + "\\n")
 """
