@@ -22,7 +22,7 @@
 # them, and `down` takes it back.
 # Tunables: DAGFLOW_CONDOR_TARBALL (the release), DAGFLOW_CONDOR_PORT (collector, default 29618),
 # DAGFLOW_CONDOR_GPUS (condor_gpu_discovery's -simulate, default 2,1,4,1: a V100 16 GB and an A100
-# 40 GB), DAGFLOW_CONDOR_CPUS (default 8), DAGFLOW_CONDOR_MEMORY (MB, default 16384).
+# 40 GB; `real`: HTCondor's own discovery of this machine's GPUs, with its GPU monitor), DAGFLOW_CONDOR_CPUS (default 8), DAGFLOW_CONDOR_MEMORY (MB, default 16384).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -113,6 +113,14 @@ revoke_python() {
     rm -f "$STATE/granted"
 }
 
+gpu_discovery() {  # simulated GPUs, or (real) the stock discovery and monitor that `use FEATURE: GPUs` sets
+    if [[ $GPUS == real ]]; then
+        echo "# GPUs: condor_gpu_discovery finds this machine's devices; condor_gpu_utilization samples them."
+    else
+        echo "GPU_DISCOVERY_EXTRA = -simulate:$GPUS"
+    fi
+}
+
 write_config() {
     mkdir -p "$STATE"/{log,spool,execute,lock,run,cred,work}
     cat >"$CONF" <<EOF
@@ -149,7 +157,7 @@ NUM_CPUS = $CPUS
 MEMORY = $MEMORY
 use FEATURE: PartitionableSlot
 use FEATURE: GPUs
-GPU_DISCOVERY_EXTRA = -simulate:$GPUS
+$(gpu_discovery)
 # The node agent advertises HAS_GPU on GPU machines; this pool's machine has (simulated) GPUs.
 HAS_GPU = True
 STARTD_ATTRS = \$(STARTD_ATTRS) HAS_GPU
@@ -209,7 +217,7 @@ up() {
         sleep 0.5
     done
     answering || { stop_daemons quiet; die "the startd did not reach the collector in 60 s; see $STATE/log/"; }
-    echo "condor-pool: up as $POOL_USER ($CPUS cpus, simulated gpus $GPUS); eval \"\$($0 env)\""
+    echo "condor-pool: up as $POOL_USER ($CPUS cpus, gpus: $([[ $GPUS == real ]] && echo "this machine's" || echo "simulated $GPUS")); eval \"\$($0 env)\""
 }
 
 stop_daemons() {

@@ -9,6 +9,7 @@ for a GPU step (and stops matching when the step asks for more GPU memory than t
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from dagflow.engines.local.resources import detect_machine
 from dagflow.gpus import detect_with_nvidia_smi, detect_with_nvml
 from dagflow.plan import Node, Plan, Resources
 from dagflow.run.layout import RunLayout
+from tests.condor_pool import unpacked_release_bin
 
 
 def _driver_gpus() -> list[str]:
@@ -100,12 +102,40 @@ def test_asking_for_more_gpus_than_exist_fails_before_anything_starts(tmp_path: 
     assert not (tmp_path / "ran").exists()
 
 
+def _discovered_by_htcondor() -> list[dict[str, object]]:
+    """This machine's GPUs as HTCondor's own condor_gpu_discovery describes them (the nested GPUs_GPU_<id>
+    ads a startd advertises and a job's RequireGPUs is matched against): its Common fields, then each
+    device's own."""
+    release = unpacked_release_bin()
+    if release is None:
+        pytest.skip("no HTCondor release here to run condor_gpu_discovery")
+    tool = release.parent / "libexec" / "condor_gpu_discovery"
+    done = subprocess.run([str(tool), "-properties"], capture_output=True, text=True, timeout=120, check=True)
+    ads = {
+        name: dict(re.findall(r'(\w+)=("[^"]*"|[^;]+);', body))
+        for name, body in re.findall(r"^(\w+)=\[(.*)\]$", done.stdout, re.M)
+    }
+    common = ads.pop("Common", {})
+    devices = []
+    for fields in ({**common, **own} for own in ads.values()):
+        devices.append({"GlobalMemoryMb": int(fields["GlobalMemoryMb"]), "Capability": float(fields["Capability"]),
+                        "DeviceName": fields["DeviceName"].strip('"')})  # fmt: skip
+    return devices
+
+
 def test_the_agents_advertised_gpu_matches_compiled_requirements(tmp_path: Path) -> None:
+    """The agent's slot attributes plus the per-GPU ads HTCondor's discovery gives this machine's startd
+    (the compiled job matches each GPU by RequireGPUs): a step within the card matches, more memory or a
+    newer capability than the card has does not."""
     result = configure(ConfigureOptions(config_dir=tmp_path, region="test", reconfig=False, imds_timeout_s=0.2))
     advertised = advertised_attributes(result.path)
     assert advertised["HAS_GPU"] is True
-    memory_mb, capability = int(advertised["GPUs_GlobalMemoryMb"]), float(advertised["CUDACapability"])
-    machine = machine_ad(GPUs=len(DRIVER_GPUS), GPUs_GlobalMemoryMb=None, CUDACapability=None)
+    devices = _discovered_by_htcondor()
+    assert len(devices) == len(DRIVER_GPUS)
+    memory_mb = min(int(advertised["GPUs_GlobalMemoryMb"]), *(int(d["GlobalMemoryMb"]) for d in devices))  # type: ignore[call-overload]
+    capability = float(advertised["CUDACapability"])
+    assert capability == min(float(d["Capability"]) for d in devices)  # type: ignore[arg-type]
+    machine = machine_ad(devices=devices)
     machine.update(advertised)
 
     def job_for(gpu_memory_mb: int, cuda_capability: float):  # type: ignore[no-untyped-def]

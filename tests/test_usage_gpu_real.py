@@ -30,16 +30,22 @@ def _driver_gpus() -> list[str]:
 pytestmark = pytest.mark.skipif(not _driver_gpus(), reason="no NVIDIA GPU on this machine (nvidia-smi -L lists none)")
 
 # Allocates argv[1] MiB on the first visible device through the driver API and holds it argv[2] seconds.
+# The device's primary context, not cuCtxCreate (whose signature CUDA 13 changed).
 HOLD_GPU_MEMORY = """
 import ctypes, sys, time
 cuda = ctypes.CDLL("libcuda.so.1")
-assert cuda.cuInit(0) == 0
+def check(call, *args):
+    code = getattr(cuda, call)(*args)
+    if code != 0:
+        sys.exit(f"{call} returned CUDA error {code}")
+check("cuInit", 0)
 device = ctypes.c_int()
-assert cuda.cuDeviceGet(ctypes.byref(device), 0) == 0
+check("cuDeviceGet", ctypes.byref(device), 0)
 context = ctypes.c_void_p()
-assert cuda.cuCtxCreate_v2(ctypes.byref(context), 0, device) == 0
+check("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
+check("cuCtxSetCurrent", context)
 pointer = ctypes.c_uint64()
-assert cuda.cuMemAlloc_v2(ctypes.byref(pointer), int(sys.argv[1]) << 20) == 0
+check("cuMemAlloc_v2", ctypes.byref(pointer), ctypes.c_size_t(int(sys.argv[1]) << 20))
 time.sleep(float(sys.argv[2]))
 """
 
@@ -64,7 +70,7 @@ def test_a_gpu_node_s_memory_peak_and_utilization_are_sampled(tmp_path: Path) ->
         [node("train", "train", "python hold_gpu.py 2048 4")],
     )
     result = run_local(plan, RunOptions(runs_dir=tmp_path / "runs", use_cache=False))
-    assert result.state == "succeeded", result
+    assert result.state == "succeeded", (tmp_path / "runs" / plan.run_id / "logs" / "train.err").read_text()
     (record,) = read_usage(tmp_path / "runs" / plan.run_id)
     assert record.gpu_memory_peak_mb is not None and record.gpu_memory_peak_mb >= 2048, record
     assert record.gpu_utilization_pct is not None and 0 <= record.gpu_utilization_pct <= 100

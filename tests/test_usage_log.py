@@ -21,6 +21,9 @@ from tests.condor_pool import Pool
 from tests.test_usage_condor import LOG
 
 POOL_LOG = Path(__file__).parent / "data" / "condor-pool" / "region-retrain.dag.nodes.log"
+# examples/gpu-train (3 epochs) on a pool with HTCondor's own GPU discovery and monitor, on an H100
+# (tests/test_gpu_example_real.py): GPU usage rows, an Assigned column, input and output transfer events.
+GPU_POOL_LOG = Path(__file__).parent / "data" / "condor-pool" / "gpu-train-h100.jobs.log"
 
 
 def _plan(names: list[str], workdir: Path) -> Plan:
@@ -225,6 +228,18 @@ READ_LOG = "".join(
         ),
     ]
 )
+
+
+def test_a_gpu_monitoring_pool_s_log_reads_as_the_bindings_read_it() -> None:
+    records = {json.loads(line.text)["node"]: json.loads(line.text) for line in _same_as_bindings(GPU_POOL_LOG)}
+    assert len(records) == 10
+    gpu = {
+        node: (r["gpu_memory_peak_mb"], r["gpu_utilization_pct"])
+        for node, r in records.items()
+        if r["gpu_memory_peak_mb"]
+    }
+    assert gpu == {"train.us": (1319, 0.0), "train.br": (1317, 0.0)}  # HTCondor's GpusMemory and GPUs usage rows
+    assert records["train.us"]["allocated"]["gpus"] == 1.0 and records["prepare.us"]["allocated"]["gpus"] == 0.0
 
 
 def test_the_pool_s_logs_read_as_the_bindings_read_them(tmp_path: Path) -> None:
