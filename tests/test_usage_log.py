@@ -455,3 +455,29 @@ def test_a_pool_log_with_an_eviction_and_a_hold_reads_as_the_bindings_read_it(co
     assert [(record.node, record.attempt) for record in read_usage(run_dir) if record.node == "mover"] == [
         ("mover", 1), ("mover", 2), ("mover", 3),
     ]  # fmt: skip
+
+
+def _gpu_train_plan(workdir: Path, checkpoint_exit_code: int | None) -> Plan:
+    plan = _plan(_nodes_of(GPU_POOL_LOG), workdir)
+    train = plan.steps["train"]
+    plan.steps["train"] = StepInfo(**{**{f: getattr(train, f) for f in train.__dataclass_fields__},
+                                      "checkpoint_exit_code": checkpoint_exit_code})  # fmt: skip
+    return plan
+
+
+@pytest.mark.parametrize("through", ["plan", "index"])
+def test_a_self_checkpointing_job_s_wall_time_covers_every_restart(tmp_path: Path, through: str) -> None:
+    """HTCondor restarts a self-checkpointing job in place and its TimeExecute counts the last execution
+    alone (train.us on the H100 pool: 8 s of a three-epoch 28 s run, with 18 CPU seconds: 2.25 cores used
+    of 2 requested, read so before). Such a job's wall is execute to end; a plain job keeps TimeExecute."""
+    from dagflow.plan.index import PlanIndex
+
+    for code, wall_us, wall_br in ((85, 28.0, 25.0), (None, 8.0, 9.0)):
+        plan = _gpu_train_plan(tmp_path, code)
+        source = plan if through == "plan" else PlanIndex.from_dict(json.loads(PlanIndex.of(plan).to_json()))
+        records = {r.node: r for r in usage_records(_parsed_events(GPU_POOL_LOG, GPU_POOL_LOG), source)}
+        text = {json.loads(line.text)["node"]: json.loads(line.text) for line in read_records(GPU_POOL_LOG, source)}
+        assert (records["train.us"].wall_s, records["train.br"].wall_s) == (wall_us, wall_br)
+        assert (text["train.us"]["wall_s"], text["train.br"]["wall_s"]) == (wall_us, wall_br)
+        assert records["train.us"].cpu_s == 18.0
+        assert records["prepare.us"].wall_s == 0.0  # not a checkpointing step: TimeExecute, as before

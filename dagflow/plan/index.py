@@ -2,9 +2,10 @@
 
 A 100k-node plan.json is about 30 MB, and building its Plan takes seconds; `dagflow status` needs only the
 node names in plan (topological) order, each node's step, matrix coordinates and parents, and each step's
-retries and resources. PlanIndex holds those as columns (a node is its position in `names`), and its JSON
-is a tenth of the plan's. It is derived data: whoever keeps one beside a plan also keeps what tells it
-stale (run/status.py keys it by plan.json's size and modification time), and rebuilds it from the plan.
+retries, resources and checkpoint exit code. PlanIndex holds those as columns (a node is its position in
+`names`), and its JSON is a tenth of the plan's. It is derived data: whoever keeps one beside a plan also
+keeps what tells it stale (run/status.py keys it by plan.json's size and modification time), and rebuilds
+it from the plan.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from typing import Any
 
 from dagflow.plan.model import Plan, Resources
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2  # 2: a step's checkpoint exit code
 
 
 @dataclass(frozen=True, slots=True)
 class StepSummary:
     retries: int
     resources: Resources
+    checkpoint_exit_code: int | None = None  # as StepInfo's: the step checkpoints itself (exits to run again)
 
 
 @dataclass(slots=True)
@@ -77,7 +79,10 @@ class PlanIndex:
             known = [position[parent] for parent in node.parents if parent in position]
             parent_counts.append(len(known))
             parent_list.extend(known)
-        steps = {name: StepSummary(step.retries, step.resources) for name, step in plan.steps.items()}
+        steps = {
+            name: StepSummary(step.retries, step.resources, step.checkpoint_exit_code)
+            for name, step in plan.steps.items()
+        }
         return cls(
             plan.pipeline, plan.run_id, dict(plan.overrides), steps, names, step_of, axis_values, coord_axes,
             coord_axes_of, coord_value_of, parent_counts, parent_list, position, step_names,
@@ -130,7 +135,10 @@ class PlanIndex:
             "pipeline": self.pipeline,
             "run_id": self.run_id,
             "overrides": self.overrides,
-            "steps": [[name, step.retries, asdict(step.resources)] for name, step in self.steps.items()],
+            "steps": [
+                [name, step.retries, asdict(step.resources), step.checkpoint_exit_code]
+                for name, step in self.steps.items()
+            ],
             "names": self.names,
             "step_of": self.step_of,
             "axis_values": self.axis_values,
@@ -149,8 +157,8 @@ class PlanIndex:
             if data["format"] != INDEX_FORMAT:
                 raise ValueError(f"index format {data['format']!r}")
             steps = {
-                str(name): StepSummary(int(retries), Resources(**resources))
-                for name, retries, resources in data["steps"]
+                str(name): StepSummary(int(retries), Resources(**resources), None if code is None else int(code))
+                for name, retries, resources, code in data["steps"]
             }
             index = cls(
                 str(data["pipeline"]), str(data["run_id"]), dict(data["overrides"]), steps, data["names"],

@@ -15,7 +15,11 @@ terminated (005), evicted (004) or held while running (012). Each segment is one
 The host and slot come from the execute event (`SlotName` slot@host). The record's `key` is the job's
 cluster id (with the segment's event for an evicted or held one), so a segment is recorded once however
 often, and however concurrently, status reads the log; `attempt` numbers a node's segments in log order.
-Times are the events' (whole seconds): wall_s is TimeExecuteUsage where given, else execute to end.
+Times are the events' (whole seconds): wall_s is TimeExecuteUsage where given, else execute to end. Not
+for a self-checkpointing step's job: it restarts in place, each restart one more execution of the same
+activation, and TimeExecute counts the last execution alone (the shadow resets its start at each one),
+while RunRemoteUsage counts them all (on the pool: 8 s of a 28 s, three-epoch run with 18 CPU seconds,
+which read as 2.25 cores used of 2). Its wall_s is execute to end.
 
 This module makes the records from htcondor2.JobEventLog's events; usage_log.py reads the same records
 from the log's text, faster, and records them (record_condor_usage): the log is parsed only when a cheap
@@ -195,7 +199,7 @@ def _record(
         if cpus_used is not None:
             extra["cpus_usage"] = cpus_used
         executed = _number(event.get("TimeExecuteUsage"))
-        if executed is not None and executed > 0:
+        if executed is not None and executed > 0 and plan.steps[step].checkpoint_exit_code is None:
             wall = executed
         gpu_memory = _number(event.get("GPUsMemoryUsage"))
         gpus_usage = _number(event.get("GPUsUsage"))
