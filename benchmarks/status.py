@@ -544,6 +544,17 @@ def measure_readers(built: BuiltRun, bindings: bool) -> list[tuple[str, str]]:
     ]
     if not bindings:
         return rows
+    from dagflow.engines.condor.usage_events import _parsed_events, usage_records
+    from dagflow.engines.condor.usage_log import read_records
+    from dagflow.run.layout import RunLayout
+    from dagflow.run.status import load_plan_index
+
+    index = load_plan_index(RunLayout(built.runs_dir, built.run_id))
+    t_text, lines = timed(lambda: read_records(log_path, index), repeat=1)
+    t_bound, records = timed(lambda: usage_records(_parsed_events(log_path, log_path), index), repeat=1)
+    assert len(lines) == len(records), "the text reader and the bindings make different usage records"
+    rows.append(("usage records, text reader (usage_log.py)", f"{t_text:.3f} s ({len(lines)} records)"))
+    rows.append(("usage records, htcondor2.JobEventLog (baseline)", f"{t_bound:.3f} s ({t_bound / t_text:.1f}x)"))
     data = status_path.read_bytes()
     t_classad, reference = timed(lambda: status_files.parse_node_status_with_classad(data), repeat=1)
     t_jel, bound = timed(lambda: events.read_events_with_bindings(log_path), repeat=1)

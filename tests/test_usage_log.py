@@ -7,7 +7,6 @@ node job was evicted and held (the pool test)."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -371,14 +370,9 @@ def test_a_big_log_is_read_in_seconds_and_pieces(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(
         usage_log, "log_pieces", lambda path, size=None: (sizes.append(len(p)) or p for p in pieces(path, size))
     )
-    started = time.perf_counter()
     text = read_records(log, plan)
-    text_s = time.perf_counter() - started
-    started = time.perf_counter()
     assert [line.text for line in text] == _bindings_lines(log, plan)
-    bindings_s = time.perf_counter() - started
-    assert len(text) == 2000 and max(sizes) < 64 * 1024 + 4096
-    assert text_s < bindings_s, (text_s, bindings_s)
+    assert len(text) == 2000 and max(sizes) < 64 * 1024 + 4096  # how fast: benchmarks/status.py
 
 
 # --- the real pool --------------------------------------------------------------------------------------
