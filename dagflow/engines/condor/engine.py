@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dagflow.engines.base import RESOURCE_FIELDS, EngineBase, EngineOption, Report
+from dagflow.engines.condor import status_warmer
 from dagflow.engines.condor.compile import compile_plan
 from dagflow.engines.condor.dag_writer import DagOptions
 from dagflow.engines.condor.jobstate import read_jobstate
@@ -146,6 +147,7 @@ def submit_prepared(prepared: Prepared, dry_run: bool = False, rescue: int | Non
     prepared.record.add_submission(prepared.layout.run_dir, cluster, rescue)
     marker.unlink(missing_ok=True)
     prepared.layout.mark_latest()
+    status_warmer.spawn(prepared.layout.run_dir, cluster)  # the status is read once when the DAG ends
     return Submission(prepared, text, cluster, rescue)
 
 
