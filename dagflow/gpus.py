@@ -6,10 +6,17 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 QUERY_FIELDS = ("index", "name", "memory.total", "compute_cap", "driver_version")
-# Drivers before ~510 do not know compute_cap; they are asked again without it.
-LEGACY_FIELDS = ("index", "name", "memory.total", "driver_version")
+# A GPU's usable memory is its total less what the driver reserves (memory.reserved): CUDA's total memory,
+# which HTCondor's GPU discovery advertises as GlobalMemoryMb (an H100 80GB: 81559 MiB total, 480 reserved,
+# 81079 usable), so {gpu.memory_mb} and gpu_memory placement read the same number on every engine.
+RESERVED = "memory.reserved"
+# Drivers before ~510 do not know compute_cap (nor memory.reserved); each is asked again without what its
+# nvidia-smi named as unknown.
+FIELD_SETS = ((*QUERY_FIELDS, RESERVED), QUERY_FIELDS, ("index", "name", "memory.total", "driver_version"))
+LEGACY_FIELDS = FIELD_SETS[-1]
 
 
 def nvidia_smi_command(fields: tuple[str, ...] = QUERY_FIELDS) -> list[str]:
@@ -24,7 +31,7 @@ class GpuDetectionError(Exception):
 class Gpu:
     index: int
     name: str
-    memory_mb: int  # total memory, MiB as NVML/nvidia-smi report it
+    memory_mb: int  # usable memory in MiB: the total less what the driver reserves (see RESERVED)
     capability: float | None  # CUDA compute capability, e.g. 8.0; None when the driver cannot tell
     driver_version: str
 
@@ -73,12 +80,14 @@ def parse_nvidia_smi(text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> list[
             )
         row = dict(zip(fields, values, strict=True))
         capability = _number(row.get("compute_cap", ""))
+        reserved = _number(row.get(RESERVED, ""))
         try:
             gpus.append(
                 Gpu(
                     index=int(row["index"]),
                     name=row["name"],
-                    memory_mb=int(float(_number(row["memory.total"]))),
+                    memory_mb=int(float(_number(row["memory.total"])))
+                    - (int(float(reserved)) if reserved[:1].isdigit() else 0),
                     capability=float(capability) if capability[:1].isdigit() else None,
                     driver_version=row["driver_version"],
                 )
@@ -109,7 +118,7 @@ def detect_with_nvml() -> list[Gpu] | None:
                 Gpu(
                     index=index,
                     name=name.decode() if isinstance(name, bytes) else str(name),
-                    memory_mb=int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024),
+                    memory_mb=_usable_mb(pynvml, handle),
                     capability=float(f"{major}.{minor}"),
                     driver_version=driver.decode() if isinstance(driver, bytes) else str(driver),
                 )
@@ -121,11 +130,21 @@ def detect_with_nvml() -> list[Gpu] | None:
         pynvml.nvmlShutdown()
 
 
+def _usable_mb(pynvml: Any, handle: Any) -> int:
+    """The device's total memory less what the driver reserves (NVML's version 2 memory info; a library
+    without it: the total)."""
+    try:
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+        return int(info.total - info.reserved) // (1024 * 1024)
+    except (AttributeError, TypeError, pynvml.NVMLError):
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024)
+
+
 def detect_with_nvidia_smi(timeout_s: float = 20.0) -> list[Gpu] | None:
     """None when nvidia-smi is absent or fails (no driver, no GPU)."""
     if shutil.which("nvidia-smi") is None:
         return None
-    for fields in (QUERY_FIELDS, LEGACY_FIELDS):
+    for fields in FIELD_SETS:
         try:
             result = subprocess.run(
                 nvidia_smi_command(fields), capture_output=True, text=True, timeout=timeout_s, check=False
@@ -134,8 +153,8 @@ def detect_with_nvidia_smi(timeout_s: float = 20.0) -> list[Gpu] | None:
             return None
         if result.returncode == 0:
             return parse_nvidia_smi(result.stdout, fields)
-        if "compute_cap" not in result.stdout + result.stderr:
-            return None
+        if not any(field in result.stdout + result.stderr for field in set(fields) - set(LEGACY_FIELDS)):
+            return None  # it names no field an older driver lacks: no GPU, no driver
     return None
 
 

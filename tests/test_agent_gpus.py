@@ -48,6 +48,31 @@ def test_garbled_output_is_an_error() -> None:
         parse_nvidia_smi("0, Tesla T4, 15360\n")
 
 
+# What a driver without memory.reserved says when asked for it (the form it uses for compute_cap).
+NO_RESERVED = (
+    'case "$1" in *memory.reserved*) echo \'Field "memory.reserved" is not a valid field to query.\'; exit 2;; esac\n'
+)
+
+
+def test_usable_memory_is_the_total_less_the_reserved() -> None:
+    """An H100 80GB as its driver 580 reports it (captured on a lent machine): 81559 MiB total, 480 reserved;
+    81079 MiB is what CUDA can allocate and what HTCondor's GPU discovery advertises (GlobalMemoryMb)."""
+    (h100,) = parse_nvidia_smi((DATA / "nvidia-smi-1xH100-reserved.csv").read_text(), gpus.FIELD_SETS[0])
+    assert (h100.name, h100.memory_mb, h100.capability) == ("NVIDIA H100 80GB HBM3", 81079, 9.0)
+    (unknown,) = parse_nvidia_smi("0, NVIDIA A10, 23028, 8.6, 535.1, [N/A]\n", gpus.FIELD_SETS[0])
+    assert unknown.memory_mb == 23028
+
+
+def test_asks_for_the_reserved_memory_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, without_nvml: None
+) -> None:
+    capture = DATA / "nvidia-smi-1xH100-reserved.csv"
+    _fake_nvidia_smi(tmp_path, f'case "$1" in *memory.reserved*) cat "{capture}"; exit 0;; esac\nexit 9\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    summary = gpus.detect_gpus()
+    assert summary is not None and summary.memory_mb == 81079
+
+
 def _fake_nvidia_smi(directory: Path, script: str) -> None:
     path = directory / "nvidia-smi"
     path.write_text("#!/bin/sh\n" + script)
@@ -63,7 +88,7 @@ def without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_falls_back_to_nvidia_smi_when_nvml_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, without_nvml: None
 ) -> None:
-    _fake_nvidia_smi(tmp_path, f'cat "{DATA / "nvidia-smi-8xA100-80GB.csv"}"\n')
+    _fake_nvidia_smi(tmp_path, f'{NO_RESERVED}cat "{DATA / "nvidia-smi-8xA100-80GB.csv"}"\n')
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     assert gpus.detect_with_nvml() is None
     summary = gpus.detect_gpus()

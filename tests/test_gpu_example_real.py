@@ -31,16 +31,15 @@ EPOCHS = 3
 
 
 def _driver_gpus() -> list[tuple[str, int]]:
-    """(name, memory in MiB) of each GPU the driver lists."""
+    """(name, usable memory in MiB: total less reserved) of each GPU the driver lists."""
     if shutil.which("nvidia-smi") is None:
         return []
-    query = ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"]
+    query = ["nvidia-smi", "--query-gpu=name,memory.total,memory.reserved", "--format=csv,noheader,nounits"]
     listing = subprocess.run(query, capture_output=True, text=True, timeout=60, check=False)
     if listing.returncode != 0:
         return []
-    return [
-        (name.strip(), int(memory)) for name, memory in (line.rsplit(",", 1) for line in listing.stdout.splitlines())
-    ]
+    rows = [line.rsplit(",", 2) for line in listing.stdout.splitlines()]
+    return [(name.strip(), int(total) - int(reserved)) for name, total, reserved in rows]
 
 
 DRIVER_GPUS = _driver_gpus()
@@ -84,7 +83,7 @@ def test_the_gpu_example_trains_locally_and_nvml_measures_it(tmp_path: Path) -> 
     }
     for found in metrics.values():
         assert found["device"] == "cuda" and found["gpu"] == name and found["epochs"] == EPOCHS
-        assert found["batch_size"] == _batch_size(memory_mb)  # {gpu.memory_mb}: this card's memory
+        assert found["batch_size"] == _batch_size(memory_mb)  # {gpu.memory_mb}: this card's usable memory
     usage = _train_usage(run_dir)
     assert len(usage) == 2 * EPOCHS  # one attempt per epoch (exit 85, run again), per region
     assert all(u["gpu_memory_peak_mb"] is not None and u["gpu_memory_peak_mb"] > 0 for u in usage), usage

@@ -40,6 +40,7 @@ for _ in range(600):
 sys.exit(1)
 """
 
+
 def _pipeline(workdir: Path, out: Path) -> Path:
     (workdir / "probe.py").write_text(PROBE)
     path = workdir / "pipeline.yaml"
@@ -64,7 +65,7 @@ def _fake_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "#!/bin/sh\n"
         'case "$*" in\n'
         "  *uuid*) printf '0, GPU-aaaa\\n1, GPU-bbbb\\n' ;;\n"
-        "  *) printf '0, 16384 MiB\\n1, 40960 MiB\\n' ;;\n"
+        "  *) printf '0, V100, 16384, 7.0, 550.1, 0\\n1, A100, 40960, 8.0, 550.1, 0\\n' ;;\n"
         "esac\n"
     )
     fake.chmod(0o755)
@@ -85,8 +86,9 @@ def test_validation_allows_it_only_where_a_gpu_node_runs(tmp_path: Path) -> None
     )
     done = dagflow_cli("validate", str(path), cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert re.search(r"pipeline.yaml:4:\d+: steps.cpu.command\[1\]: \{gpu.memory_mb\} is the memory of the GPU",
-                     done.stderr)
+    assert re.search(
+        r"pipeline.yaml:4:\d+: steps.cpu.command\[1\]: \{gpu.memory_mb\} is the memory of the GPU", done.stderr
+    )
     assert re.search(r"pipeline.yaml:7:\d+: steps.gpu.outputs\[0\]: \{gpu.memory_mb\} is the memory", done.stderr)
     assert "steps.gpu.command" not in done.stderr
     assert "2 errors found" in done.stderr
@@ -188,11 +190,15 @@ def test_batch_node_wrapper_fills_it_from_the_visible_devices(tmp_path: Path) ->
 
     fake = tmp_path / "bin" / "nvidia-smi"
     fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\nprintf '0, Tesla V100, 16384, 7.0, 550.1\\n1, A100, 40960, 8.0, 550.1\\n'\n")
+    fake.write_text("#!/bin/sh\nprintf '0, Tesla V100, 16384, 7.0, 550.1, 0\\n1, A100, 40960, 8.0, 550.1, 0\\n'\n")
     fake.chmod(0o755)
     out = tmp_path / "seen.txt"
-    argv = [sys.executable, "-c", f"import os, sys; open({str(out)!r}, 'w').write(sys.argv[1] + ' ' + "
-            "os.environ['BATCH_GPU_MB'])", GPU_MEMORY_MARK]
+    argv = [
+        sys.executable,
+        "-c",
+        f"import os, sys; open({str(out)!r}, 'w').write(sys.argv[1] + ' ' + os.environ['BATCH_GPU_MB'])",
+        GPU_MEMORY_MARK,
+    ]
 
     def wrapper(devices: str) -> subprocess.CompletedProcess[str]:
         env = {**cli_env(), "PATH": f"{fake.parent}:{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": devices}

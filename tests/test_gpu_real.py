@@ -123,6 +123,17 @@ def _discovered_by_htcondor() -> list[dict[str, object]]:
     return devices
 
 
+def test_dagflow_and_htcondor_agree_on_each_gpus_memory() -> None:
+    """{gpu.memory_mb} and gpu_memory placement read the same number locally (nvidia-smi, NVML), on
+    Slurm and Grid Engine (nvidia-smi) and on HTCondor (its discovery's GlobalMemoryMb): usable memory."""
+    discovered = [device["GlobalMemoryMb"] for device in _discovered_by_htcondor()]
+    by_smi = detect_with_nvidia_smi()
+    assert by_smi is not None and [gpu.memory_mb for gpu in by_smi] == discovered
+    by_nvml = detect_with_nvml()
+    if by_nvml is not None:
+        assert [gpu.memory_mb for gpu in by_nvml] == discovered
+
+
 def test_the_agents_advertised_gpu_matches_compiled_requirements(tmp_path: Path) -> None:
     """The agent's slot attributes plus the per-GPU ads HTCondor's discovery gives this machine's startd
     (the compiled job matches each GPU by RequireGPUs): a step within the card matches, more memory or a

@@ -313,7 +313,9 @@ def test_gpus_are_discovered_with_nvidia_smi(tmp_path: Path, monkeypatch: pytest
 
     fake = tmp_path / "bin" / "nvidia-smi"
     fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\nprintf '0, 16384 MiB\\n1, 81920 MiB\\n'\n")
+    # nvidia-smi's index, name, memory.total, compute_cap, driver_version, memory.reserved: usable memory is
+    # the total less the reserved (an H100 80GB: 81559 - 480)
+    fake.write_text("#!/bin/sh\nprintf '0, Tesla V100, 16384, 7.0, 550.1, 0\\n1, H100, 82400, 9.0, 550.1, 480\\n'\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     assert detect_machine(None, need_gpus=True).gpus == (Gpu("0", 16384), Gpu("1", 81920))
@@ -328,7 +330,6 @@ def test_gpus_are_discovered_with_nvidia_smi(tmp_path: Path, monkeypatch: pytest
     assert lines(tmp_path / "devices") == ["1", "1"]  # only GPU 1 has 40 GB
 
 
-
 def test_python_in_a_command_is_the_interpreter_running_dagflow(tmp_path: Path) -> None:
     """As if dagflow's venv were activated: `python` resolves to it even when PATH lacks it."""
     import subprocess
@@ -341,7 +342,11 @@ def test_python_in_a_command_is_the_interpreter_running_dagflow(tmp_path: Path) 
     env = {**os.environ, "PATH": "/usr/bin:/bin"}
     result = subprocess.run(
         [sys.executable, "-m", "dagflow", "run", str(pipeline), "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "prefix.txt").read_text() == sys.prefix

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
 
 from dagflow.errors import DagflowError
@@ -61,27 +59,14 @@ def parse_gpu_list(text: str) -> tuple[Gpu, ...]:
 
 
 def discover_gpus() -> tuple[Gpu, ...]:
-    """GPUs nvidia-smi reports, or none when it is absent or fails."""
-    nvidia_smi = shutil.which("nvidia-smi")
-    if nvidia_smi is None:
-        return ()
+    """GPUs nvidia-smi reports (dagflow.gpus: usable memory), or none when it is absent, fails or is unreadable."""
+    from dagflow.gpus import GpuDetectionError, detect_with_nvidia_smi
+
     try:
-        result = subprocess.run(
-            [nvidia_smi, "--query-gpu=index,memory.total", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
+        found = detect_with_nvidia_smi(timeout_s=30) or []
+    except GpuDetectionError:
         return ()
-    gpus = []
-    for line in result.stdout.splitlines():
-        index, _, memory = line.partition(",")
-        match = re.search(r"(\d+)", memory)
-        if index.strip():
-            gpus.append(Gpu(index.strip(), int(match.group(1)) if match else None))
-    return tuple(gpus)
+    return tuple(Gpu(str(gpu.index), gpu.memory_mb) for gpu in found)
 
 
 def detect_machine(gpus: str | None, need_gpus: bool) -> Machine:
