@@ -534,12 +534,13 @@ def measure_command(built: BuiltRun, cwd: Path) -> list[tuple[str, str]]:
 
 def unkept(built: BuiltRun) -> None:
     """The run directory as the DAG left it: no recorded usage, no kept status."""
-    from dagflow.engines.condor.status_cache import NODES_FILE, RECORDS_FILE, SUMMARY_FILE
+    from dagflow.engines.condor.records import condor_dir
+    from dagflow.engines.condor.status_cache import KEPT_FILES
     from dagflow.run.usage import usage_path
 
     usage_path(built.run_dir).unlink()
-    for name in (SUMMARY_FILE, RECORDS_FILE, NODES_FILE):
-        (built.run_dir / "condor" / name).unlink()
+    for name in KEPT_FILES:
+        (condor_dir(built.run_dir) / name).unlink()
 
 
 def check(bound: dict[str, events.NodeJob], jobs: dict[str, events.NodeJob]) -> str:
@@ -581,7 +582,7 @@ def measure_readers(built: BuiltRun, bindings: bool) -> list[tuple[str, str]]:
     from dagflow.run.layout import RunLayout
     from dagflow.run.status import load_plan_index
 
-    index = load_plan_index(RunLayout(built.runs_dir, built.run_id))
+    index = load_plan_index(RunLayout.from_run_dir(built.run_dir))
     t_text, lines = timed(lambda: read_records(log_path, index), repeat=1)
     t_bound, records = timed(lambda: usage_records(_parsed_events(log_path, log_path), index), repeat=1)
     assert len(lines) == len(records), "the text reader and the bindings make different usage records"

@@ -18,7 +18,7 @@ import pytest
 
 from dagflow.engines.condor import status_warmer
 from dagflow.engines.condor.records import CondorRecord, Submission
-from dagflow.engines.condor.status_cache import NODES_FILE, RECORDS_FILE, SUMMARY_FILE
+from dagflow.engines.condor.status_cache import KEPT_FILES as KEPT
 from dagflow.run.usage import read_usage
 from tests.condor_pool import Pool
 
@@ -32,7 +32,6 @@ steps:
     needs: [prepare]
     command: "echo trained {region}"
 """
-KEPT = (SUMMARY_FILE, RECORDS_FILE, NODES_FILE)
 
 
 def _submit(pool: Pool) -> tuple[Path, str, Path]:

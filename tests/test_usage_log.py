@@ -6,6 +6,7 @@ node job was evicted and held (the pool test)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -453,9 +454,7 @@ def test_a_pool_log_with_an_eviction_and_a_hold_reads_as_the_bindings_read_it(co
 
 def _gpu_train_plan(workdir: Path, checkpoint_exit_code: int | None) -> Plan:
     plan = _plan(_nodes_of(GPU_POOL_LOG), workdir)
-    train = plan.steps["train"]
-    plan.steps["train"] = StepInfo(**{**{f: getattr(train, f) for f in train.__dataclass_fields__},
-                                      "checkpoint_exit_code": checkpoint_exit_code})  # fmt: skip
+    plan.steps["train"] = dataclasses.replace(plan.steps["train"], checkpoint_exit_code=checkpoint_exit_code)
     return plan
 
 

@@ -41,6 +41,7 @@ CACHE_FORMAT = 1
 SUMMARY_FILE = "dagflow-status.json"
 RECORDS_FILE = "dagflow-status-records.json"
 NODES_FILE = "dagflow-status-nodes.json"
+KEPT_FILES = (SUMMARY_FILE, RECORDS_FILE, NODES_FILE)  # what a kept status is, in the condor/ directory
 _CHUNK = 1 << 22
 _TRAILER_MAX = 1 << 16  # a key holds a few dozen numbers and paths
 
