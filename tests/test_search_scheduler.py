@@ -266,6 +266,67 @@ def test_batch_mode_chooses_each_batch_knowing_every_earlier_result_even_across_
         observations += [Observation(row["params"], row["loss"]) for row in batch]  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
+def test_serial_tail_starts_each_last_trial_once_every_other_has_ended_even_across_a_kill_9(tmp_path: Path) -> None:
+    """serial_tail: 2 with parallel 3: the first 4 trials run 3 at a time, then trial 5 is created only
+    once trials 1-4 have ended and trial 6 once trial 5 has; a scheduler killed in the tail and
+    restarted keeps to it (the rule reads only the database)."""
+    pipeline = write_pipeline(tmp_path / "p", budget=6, parallel=3)
+    pipeline.write_text(pipeline.read_text() + "  serial_tail: 2\n")
+    (pipeline.parent / "sleep.txt").write_text("0.3")
+    db = tmp_path / ".dagflow" / "search.db"
+    args = ("run", str(pipeline), "--poll", "0.05", "--seed", "5")
+    scheduler = start_search(*args, cwd=tmp_path)
+    wait_for(lambda: len(trial_rows(db)) >= 5)
+    os.kill(scheduler.pid, signal.SIGKILL)  # trial 5, the tail's first, is recorded and in flight or done
+    scheduler.wait()
+    result = search_cli(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "parallel 3, the last 2 one at a time" in result.stdout
+    rows = trial_rows(db)
+    assert [row["state"] for row in rows] == ["succeeded"] * 6, rows
+    assert sorted(calls(pipeline.parent)) == sorted(str(row["run_id"]) for row in rows)
+    created = [float(row["created"]) for row in rows]  # type: ignore[arg-type]
+    finished = [float(row["finished"]) for row in rows]  # type: ignore[arg-type]
+    assert created[1] < finished[0] and created[2] < finished[0]  # before the tail: 3 at a time
+    assert created[4] >= max(finished[:4]), rows
+    assert created[5] >= finished[4], rows
+
+
+@pytest.mark.slow
+def test_serial_tail_after_synchronous_batches_per_region(tmp_path: Path) -> None:
+    """--batch with a tail, per region: batches of at most `parallel` up to the tail (the last batch cut
+    short where the tail begins), then one trial at a time; each region's tail waits for its own trials only."""
+    pipeline = write_pipeline(tmp_path / "p", budget=5, parallel=2, regions=["a", "b"])
+    (pipeline.parent / "sleep.txt").write_text("0.2")
+    args = ("--poll", "0.05", "--seed", "4", "--batch", "--serial-tail", "2")
+    result = search_cli("run", str(pipeline), *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "parallel 2 (synchronous batches), the last 2 one at a time" in result.stdout
+    rows = trial_rows(tmp_path / ".dagflow" / "search.db")
+    for region in ("a", "b"):
+        mine = sorted((row for row in rows if row["region"] == region), key=lambda row: int(row["number"]))  # type: ignore[call-overload]
+        assert [row["state"] for row in mine] == ["succeeded"] * 5, mine
+        created = [float(row["created"]) for row in mine]  # type: ignore[arg-type]
+        finished = [float(row["finished"]) for row in mine]  # type: ignore[arg-type]
+        assert created[1] < finished[0]  # the first batch: 2 at once
+        for later in (2, 3, 4):  # a batch of 1 (the tail begins after it), then the tail's 2
+            assert created[later] >= max(finished[:later]), (region, mine)
+
+
+def test_serial_tail_comes_from_the_search_block_and_the_command_line_overrides_it(tmp_path: Path) -> None:
+    pipeline = write_pipeline(tmp_path / "p", budget=4)
+    pipeline.write_text(pipeline.read_text() + "  serial_tail: 9\n")
+    lines: list[str] = []
+    scheduler, store = scheduler_for(tmp_path, pipeline, lines)
+    assert scheduler.serial_tail == 4  # never more than the budget: the whole search one at a time
+    store.close()
+    scheduler, store = scheduler_for(tmp_path, pipeline, lines, serial_tail=0)
+    assert scheduler.serial_tail == 0
+    store.close()
+    assert PipelineTrials(load_spec(write_pipeline(tmp_path / "q"))).serial_tail == 0
+
+
 def test_batch_comes_from_the_search_block_and_the_command_line_overrides_it(tmp_path: Path) -> None:
     pipeline = write_pipeline(tmp_path / "p")
     pipeline.write_text(pipeline.read_text() + "  batch: true\n")

@@ -64,6 +64,17 @@ def test_config_json_single_task_with_underscore_keys(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_spearmint_search_takes_a_serial_tail(tmp_path: Path) -> None:
+    directory = experiment(tmp_path, "json-single")
+    code, output, rows = run_search(tmp_path, directory, "--budget", "4", "--parallel", "2", "--serial-tail", "2")
+    assert code == 0, output
+    assert "parallel 2, the last 2 one at a time" in output
+    assert [row["state"] for row in rows] == ["succeeded"] * 4
+    assert float(rows[2]["created"]) >= max(float(row["finished"]) for row in rows[:2])
+    assert float(rows[3]["created"]) >= float(rows[2]["finished"])
+
+
+@pytest.mark.slow
 def test_a_constrained_search_reports_a_feasible_best(tmp_path: Path) -> None:
     directory = experiment(tmp_path, "constrained")
     loaded = load_experiment(directory)

@@ -59,6 +59,20 @@ BatchOption = Annotated[
         show_default=False,
     ),
 ]
+SERIAL_TAIL_HELP = (
+    "Run the last N trials (per region) one at a time, each chosen knowing every earlier result: a fixed "
+    "budget ends on better points, at the price of idle slots while they run."
+)
+SerialTailOption = Annotated[
+    int | None,
+    typer.Option(
+        "--serial-tail",
+        min=0,
+        metavar="N",
+        help=f"{SERIAL_TAIL_HELP} Default: the search block's `serial_tail`, else 0 (off).",
+        show_default=False,
+    ),
+]
 SeedOption = Annotated[int | None, typer.Option("--seed", help="Optimiser seed of a new search (default: random).")]
 PollOption = Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between looks at running trials.")]
 TimeoutOption = Annotated[
@@ -108,6 +122,7 @@ def _options(
     budget: int | None,
     parallel: int | None,
     batch: bool | None,
+    serial_tail: int | None,
     seed: int | None,
     poll: float,
     trial_timeout: str,
@@ -137,6 +152,7 @@ def _options(
         budget=budget,
         parallel=parallel,
         batch=batch,
+        serial_tail=serial_tail,
         seed=seed,
         poll_s=poll,
         trial_timeout_s=_duration("--trial-timeout", trial_timeout),
@@ -203,6 +219,9 @@ def search_callback(
         typer.Option("--parallel", min=1, help="Spearmint: jobs running at once [default: max-concurrent, else 1]."),
     ] = None,
     batch: Annotated[bool, typer.Option("--batch", help=f"Spearmint: {BATCH_HELP}")] = False,
+    serial_tail: Annotated[
+        int, typer.Option("--serial-tail", min=0, metavar="N", help=f"Spearmint: {SERIAL_TAIL_HELP} 0: off.")
+    ] = 0,
     seed: SeedOption = None,
     poll: PollOption = 1.0,
     trial_timeout: TimeoutOption = "7d",
@@ -257,7 +276,7 @@ def search_callback(
         experiment = load_experiment(directory)
         seed = seed if seed is not None else experiment.seed
         options = _options(
-            engine, name, None, None, None, seed, poll, trial_timeout, start_grace, jobs, runs_dir,
+            engine, name, None, None, None, None, seed, poll, trial_timeout, start_grace, jobs, runs_dir,
             max_identical_failures=max_identical_failures,
         )  # fmt: skip
         interpreter = _interpreter(python) if python is not None else None
@@ -268,6 +287,7 @@ def search_callback(
                 parallel=parallel or experiment.parallel or 1,
                 optimizer=optimizer,
                 batch=batch,
+                serial_tail=serial_tail,
                 python=interpreter,
             ),
             options,
@@ -286,6 +306,7 @@ def run_command(
     budget: BudgetOption = None,
     parallel: ParallelOption = None,
     batch: BatchOption = None,
+    serial_tail: SerialTailOption = None,
     seed: SeedOption = None,
     poll: PollOption = 1.0,
     trial_timeout: TimeoutOption = "7d",
@@ -313,8 +334,8 @@ def run_command(
         if not pipeline.is_file():
             raise SearchUsageError(f"{pipeline}: no such file")
         options = _options(
-            engine, name, budget, parallel, batch, seed, poll, trial_timeout, start_grace, jobs, runs_dir, gpus,
-            max_identical_failures,
+            engine, name, budget, parallel, batch, serial_tail, seed, poll, trial_timeout, start_grace, jobs,
+            runs_dir, gpus, max_identical_failures,
         )  # fmt: skip
 
         def source() -> PipelineTrials:

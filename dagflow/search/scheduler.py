@@ -7,7 +7,9 @@ the chosen engine. With `batch` (synchronous batches, as GPyOpt runs and Ray Tun
 ConcurrencyLimiter(batch=True) offers) a region gets new points only once none of its trials is in
 flight: each batch of `parallel` is chosen knowing every earlier result, which on a fixed budget of
 evaluations finds better points than filling each slot as it frees (benchmarks/search.py, information
-lag), at the price of slots left idle while a batch's slowest trial runs. Per-region searches are
+lag), at the price of slots left idle while a batch's slowest trial runs. With `serial_tail: N` the
+last N trials of a region's budget run one at a time, each suggested once every other trial of the
+region has ended (see _fill for what that buys). Per-region searches are
 independent optimisations run side by side in this one process. Failed trials (a failed node, no
 objective, a vanished job, a passed deadline) count against the budget and tell the optimiser that point
 failed. Ctrl-C or SIGTERM cancels the running trials.
@@ -140,6 +142,7 @@ class SchedulerOptions:
     budget: int | None = None  # trials per region [default: the search block's]
     parallel: int | None = None  # trials running at once per region [default: the search block's]
     batch: bool | None = None  # synchronous batches of `parallel` trials [default: the search block's]
+    serial_tail: int | None = None  # the last trials that run one at a time [default: the search block's]
     seed: int | None = None  # for a new search [default: random, then kept in the database]
     poll_s: float = 1.0
     trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
@@ -206,6 +209,7 @@ class Scheduler:
         self.budget = options.budget or source.budget
         self.parallel = options.parallel or source.parallel
         self.batch = source.batch if options.batch is None else options.batch
+        self.serial_tail = min(self.budget, source.serial_tail if options.serial_tail is None else options.serial_tail)
         self.runs_dir = Path(options.runs_dir).absolute()
         self.likelihood, self.constraint_likelihoods = noise_models(source)
         self.engine = engine or make_engine(options.engine, EngineSettings(self.runs_dir, options.jobs, options.gpus))
@@ -321,7 +325,8 @@ class Scheduler:
         done = self._counted(self._trials())
         self.say(
             f"search {self.name}: {self.source.goal} {self.source.metric}, budget {self.budget}{per}, "
-            f"parallel {self.parallel}{' (synchronous batches)' if self.batch else ''}, "
+            f"parallel {self.parallel}{' (synchronous batches)' if self.batch else ''}"
+            f"{f', the last {self.serial_tail} one at a time' if self.serial_tail else ''}, "
             f"optimiser {self.source.optimizer}, engine {self.options.engine}, "
             f"seed {record.seed}; {done} trial(s) recorded in {self.store.path}"
         )
@@ -391,7 +396,20 @@ class Scheduler:
         counted = self._counted(trials)
         if self.batch and in_flight:
             return  # the next batch is chosen knowing every result of this one
-        wanted = min(self.parallel - len(in_flight), self.budget - counted)
+        # The tail: no trial of it starts while another runs, so each of its points is chosen knowing
+        # every earlier result, and the gp engine's final refinement steps (gp_ei.FINAL_FRACTION) each
+        # build on the one before. HIPS's distributed Branin (4 in flight, its jobs' random sleeps of
+        # 0-29 s, 25 evaluations, 3 orders of 24 seeds, in process): best within 1% of the minimum on
+        # 57/72 runs with no tail, 63/72 with a tail of 1, 65/72 with 2 or 3, 68/72 with 4 or 6; the
+        # simulated wall time 109 s, then 120 s (tail 1), 131 s (2), 143 s (3), 154 s (4). Off by default:
+        # with hour-long trials those idle slots are hours.
+        tail_from = self.budget - self.serial_tail
+        if self.serial_tail and counted >= tail_from:
+            if in_flight:
+                return
+            wanted = min(1, self.budget - counted)
+        else:
+            wanted = min(self.parallel - len(in_flight), tail_from - counted)
         if wanted <= 0 or self._failed_out(trials):
             return
         observations = _observations(trials)

@@ -56,6 +56,7 @@ class TrialSource(Protocol):
     budget: int
     parallel: int
     batch: bool  # synchronous batches: suggest `parallel` trials once every trial in flight has ended
+    serial_tail: int  # the budget's last trials that run one at a time, each once every other has ended
     optimizer: str
     likelihood: str | None  # the objective's noise model as given: GAUSSIAN, NOISELESS or None
     constraints: dict[str, str | None]  # constraint output -> its likelihood as given; feasible where >= 0
@@ -182,6 +183,7 @@ class PipelineTrials:
         self.budget = self.search.budget
         self.parallel = self.search.parallel
         self.batch = self.search.batch
+        self.serial_tail = self.search.serial_tail
         self.optimizer = self.search.optimizer
         self.per = self.search.per
         self.regions = list(model.matrix[self.per]) if self.per else [""]
@@ -274,6 +276,7 @@ class SpearmintTrials:
     parallel: int
     optimizer: str = "gp"
     batch: bool = False
+    serial_tail: int = 0
     kind: str = "spearmint"
     name: str = ""
     source: str = ""

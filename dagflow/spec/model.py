@@ -289,6 +289,12 @@ class SearchSpec(Strict):
         description="suggest `parallel` trials at once and the next ones only when all of them have ended "
         "(synchronous batches) [default: a new trial whenever one ends]",
     )
+    serial_tail: int = Field(
+        0,
+        ge=0,
+        description="run the last N trials (per region) one at a time, each chosen knowing every earlier result: "
+        "a fixed budget ends on better points, at the price of idle slots [default 0: off]",
+    )
     per: Identifier | None = Field(None, description="a matrix axis to run one search per value of, e.g. region")
     optimizer: str = Field("gp", description="optimiser: gp (default) or random (formerly `engine`)")
     early_stopping: EarlyStoppingSpec | None = Field(
