@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from test_search_scheduler_support import (
     calls,
+    kill_9_search_when,
     search_cli,
     start_search,
     trial_rows,
@@ -145,10 +146,11 @@ def test_kill_9_of_the_scheduler_then_restart_loses_and_repeats_no_trial(tmp_pat
     db = tmp_path / ".dagflow" / "search.db"
     args = ("run", str(pipeline), "--poll", "0.05", "--seed", "5")
     for finished_before_kill in (2, 5):
-        scheduler = start_search(*args, cwd=tmp_path)
-        wait_for(lambda n=finished_before_kill: sum(r["state"] == "succeeded" for r in trial_rows(db)) >= n)
-        os.kill(scheduler.pid, signal.SIGKILL)
-        scheduler.wait()
+        kill_9_search_when(
+            lambda n=finished_before_kill: sum(r["state"] == "succeeded" for r in trial_rows(db)) >= n,
+            *args,
+            cwd=tmp_path,
+        )
     result = search_cli(*args, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = trial_rows(db)
@@ -239,10 +241,8 @@ def test_batch_mode_chooses_each_batch_knowing_every_earlier_result_even_across_
     (pipeline.parent / "sleep.txt").write_text("0.3")
     db = tmp_path / ".dagflow" / "search.db"
     args = ("run", str(pipeline), "--poll", "0.05", "--seed", "7", "--batch")
-    scheduler = start_search(*args, cwd=tmp_path)
-    wait_for(lambda: len(trial_rows(db)) >= 4)
-    os.kill(scheduler.pid, signal.SIGKILL)  # the second batch is recorded, and being submitted or running
-    scheduler.wait()
+    # killed once the second batch is recorded, and being submitted or running
+    kill_9_search_when(lambda: len(trial_rows(db)) >= 4, *args, cwd=tmp_path)
     result = search_cli(*args, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "parallel 3 (synchronous batches)" in result.stdout
@@ -276,10 +276,8 @@ def test_serial_tail_starts_each_last_trial_once_every_other_has_ended_even_acro
     (pipeline.parent / "sleep.txt").write_text("0.3")
     db = tmp_path / ".dagflow" / "search.db"
     args = ("run", str(pipeline), "--poll", "0.05", "--seed", "5")
-    scheduler = start_search(*args, cwd=tmp_path)
-    wait_for(lambda: len(trial_rows(db)) >= 5)
-    os.kill(scheduler.pid, signal.SIGKILL)  # trial 5, the tail's first, is recorded and in flight or done
-    scheduler.wait()
+    # killed once trial 5, the tail's first, is recorded (and in flight or done)
+    kill_9_search_when(lambda: len(trial_rows(db)) >= 5, *args, cwd=tmp_path)
     result = search_cli(*args, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "parallel 3, the last 2 one at a time" in result.stdout

@@ -10,6 +10,8 @@ sleep.txt, when present, holds seconds every trial sleeps first.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -140,6 +142,14 @@ def start_search(*args: str, cwd: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def kill_9_search_when(condition: Callable[[], bool], *args: str, cwd: Path) -> None:
+    """Start `dagflow search ARGS`, SIGKILL it once condition holds, and reap it."""
+    scheduler = start_search(*args, cwd=cwd)
+    wait_for(condition)
+    os.kill(scheduler.pid, signal.SIGKILL)
+    scheduler.wait()
 
 
 def trial_rows(db: Path) -> list[dict[str, object]]:
