@@ -165,6 +165,15 @@ def trial_rows(db: Path) -> list[dict[str, object]]:
     return [{**dict(row), "params": json.loads(row["params"])} for row in rows]
 
 
+def finished_search_rows(db: Path, directory: Path, trials: int) -> list[dict[str, object]]:
+    """The trial rows of a search that ran its whole budget, checked: each of its `trials` trials
+    succeeded, and each trial's objective ran exactly once (none lost, none run twice)."""
+    rows = trial_rows(db)
+    assert [row["state"] for row in rows] == ["succeeded"] * trials, rows
+    assert sorted(calls(directory)) == sorted(str(row["run_id"]) for row in rows)
+    return rows
+
+
 def calls(directory: Path) -> list[str]:
     path = directory / "calls.txt"
     return path.read_text().split() if path.exists() else []
