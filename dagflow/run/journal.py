@@ -1,26 +1,37 @@
 """The durable, append-only journal of node state transitions (`journal.jsonl`, one JSON object a line).
 
-Events, with short keys because a big run writes two per node:
+Every engine's events are built by the constructors below and appended here, nowhere else. Each line is
+compact JSON (no spaces, non-ASCII escaped), with short keys because a big run writes two per node, in
+this order, the wall time `t` (seconds, to the millisecond) always last; a key shown in [] is left out
+when it has no value:
 
-    {"e": "run", "t": wall, "pid": runner pid, "resume": bool}          a runner started on this run
-    {"e": "start", "n": node, "a": attempt, "pid": pid, "t": wall}
-    {"e": "end", "n": node, "a": attempt, "s": state, "rc": code, "why": text, "k": cache key, "t": wall}
-    {"e": "cached", "n": node, "k": cache key, "t": wall}               skipped: unchanged since it last ran
-    {"e": "upstream_failed", "n": [nodes], "by": node, "t": wall}
-    {"e": "replan", "n": [nodes], "t": wall}   the pipeline changed before a resume: these finished nodes
-                                               changed with it and are pending again
-    {"e": "finish", "s": run state, "t": wall}
+    {"e": "run", ["pid": runner pid], ["engine": batch engine, "sub": submission], "resume": bool, "t"}
+                                                      a runner started on this run, or a batch submission
+    {"e": "start", "n": node, "a": attempt, ["pid": its pid], ["job": its batch job id], "t"}
+    {"e": "end", "n": node, ["a": attempt], "s": state, ["rc": code], ["why": text], ["k": cache key], "t"}
+                        no attempt or code: a batch scheduler, not the node's wrapper, says how it ended
+    {"e": "cached", "n": node, "k": cache key, "t"}      skipped: unchanged since it last ran
+    {"e": "upstream_failed", "n": [nodes], "by": node, "t"}
+    {"e": "replan", "n": [nodes], "t"}   the pipeline changed before a resume: these finished nodes
+                                         changed with it and are pending again
+    {"e": "finish", "s": run state, "t"}
 
 A later runner tells the node's process (`pid`) from an unrelated one that reused its pid by the
 process's environment (procs.py). Journals written before that also hold `st`, the process start time in
 clock ticks; it is still read, and no longer used. An "end" state is succeeded, failed, interrupted,
 retry (the node will start again) or checkpointed (it exited with its step's checkpoint exit code: it
-starts again from its checkpoint, and that is no failed attempt). The events of one turn of the runner's
-loop are written together with one write(2) before it waits again (`JournalWriter.commit`), so a runner
-killed with SIGKILL loses at most the events of the turn it was in; nothing of them is lost for good:
-node starts and exits are also in the keeper's `procs.jsonl`, which the next runner reads, and cached or
-upstream-failed nodes are found again. Terminal events are also fdatasync'ed, at most once per 50 ms, so
-a crash of the machine loses at most the last 50-odd milliseconds of them (those nodes rerun).
+starts again from its checkpoint, and that is no failed attempt).
+
+Durability. Two writers append, both with O_APPEND and one write(2) per batch of events:
+- the local runner holds the journal open (`JournalWriter`). The events of one turn of its loop are
+  written together before it waits again (`JournalWriter.commit`), so a runner killed with SIGKILL loses
+  at most the events of the turn it was in; nothing of them is lost for good: node starts and exits are
+  also in the keeper's `procs.jsonl`, which the next runner reads, and cached or upstream-failed nodes
+  are found again. Terminal events are also fdatasync'ed, at most once per 50 ms, so a crash of the
+  machine loses at most the last 50-odd milliseconds of them (those nodes rerun).
+- a process that writes a few events and may share the journal with others at once (a batch node's
+  wrapper, a batch engine's submit and status) appends them with `append_events`, fdatasync'ed before
+  it returns when durable (every event but a batch attempt's start, retry or checkpoint restart).
 A torn last line (the runner died mid-write, or the disk filled up: a short write is cut off again at
 once and the runner stops) is ignored on read and cut off before the next runner appends. A line that is
 valid JSON but not an event of this format (a missing or mistyped field) is skipped and counted
@@ -50,6 +61,92 @@ INTERRUPTED = "interrupted"
 
 DONE_STATES = frozenset({SUCCEEDED, CACHED})
 NODE_STATES = (PENDING, RUNNING, RETRYING, CHECKPOINTED, SUCCEEDED, CACHED, FAILED, UPSTREAM_FAILED, INTERRUPTED)
+
+RETRY = "retry"  # an end event's state: the node starts again (it is RETRYING until then)
+
+Event = dict[str, Any]  # one journal line, as the constructors build it and as it is read back
+
+# The event kinds, each line's "e".
+RUN_EVENT = "run"
+START_EVENT = "start"
+END_EVENT = "end"
+CACHED_EVENT = "cached"
+UPSTREAM_FAILED_EVENT = "upstream_failed"
+REPLAN_EVENT = "replan"
+FINISH_EVENT = "finish"
+
+
+def _event(kind: str, **fields: Any) -> Event:
+    """An event of this kind with these fields, in this order, leaving out those that are None."""
+    return {"e": kind, **{name: value for name, value in fields.items() if value is not None}}
+
+
+def run_event(resume: bool, *, pid: int | None = None, engine: str | None = None, sub: int | None = None) -> Event:
+    """A runner started on the run (the local one with its pid), or a batch engine submitted it (again)."""
+    return _event(RUN_EVENT, pid=pid, engine=engine, sub=sub, resume=resume)
+
+
+def start_event(node: str, attempt: int, *, pid: int | None = None, job: str | None = None) -> Event:
+    return _event(START_EVENT, n=node, a=attempt, pid=pid, job=job)
+
+
+def end_event(
+    node: str,
+    state: str,
+    *,
+    attempt: int | None = None,
+    rc: int | None = None,
+    why: str | None = None,
+    key: str | None = None,
+) -> Event:
+    """An attempt ended in `state` (one of _END_STATES); attempt and rc are None when the scheduler, not the
+    node's wrapper, tells how it ended."""
+    return _event(END_EVENT, n=node, a=attempt, s=state, rc=rc, why=why, k=key)
+
+
+def cached_event(node: str, key: str) -> Event:
+    return _event(CACHED_EVENT, n=node, k=key)
+
+
+def upstream_failed_event(nodes: list[str], by: str) -> Event:
+    return _event(UPSTREAM_FAILED_EVENT, n=nodes, by=by)
+
+
+def replan_event(nodes: list[str]) -> Event:
+    return _event(REPLAN_EVENT, n=nodes)
+
+
+def finish_event(state: str) -> Event:
+    return _event(FINISH_EVENT, s=state)
+
+
+def is_finish_line(line: bytes) -> bool:
+    """Whether a raw journal line is a finish event, without parsing it (the lines are compact JSON)."""
+    return _FINISH_MARK in line
+
+
+_FINISH_MARK = f'"e":"{FINISH_EVENT}"'.encode()
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _now() -> float:
+    return round(time.time(), 3)
+
+
+def append_events(path: Path, events: list[Event], durable: bool = True) -> None:
+    """Append events with one write(2), stamped with the time now; fdatasync'ed before returning when durable.
+    For a process that writes a few events and does not hold the journal open (see the header)."""
+    if not events:
+        return
+    t = _now()
+    data = "".join(_encode({**event, "t": t}) + "\n" for event in events).encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        if durable:
+            os.fdatasync(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass(slots=True)
@@ -85,10 +182,10 @@ class JournalState:
     def done(self) -> set[str]:
         return {name for name, record in self.nodes.items() if record.state in DONE_STATES}
 
-    def apply(self, event: dict[str, Any]) -> None:
+    def apply(self, event: Event) -> None:
         """Fold one event in; raises ValueError, before changing anything, when it is malformed."""
         kind = event.get("e")
-        if kind == "start":
+        if kind == START_EVENT:
             name = _name(event)
             pid = _optional(event, "pid", int)
             record = self.record(name)
@@ -100,57 +197,57 @@ class JournalState:
             record.pid = pid
             record.start_ticks = event.get("st") if isinstance(event.get("st"), int) else None
             record.rc = record.why = None
-        elif kind == "end":
+        elif kind == END_EVENT:
             name, state = _name(event), event.get("s")
             if state not in _END_STATES:
                 raise ValueError(f"end event with state {state!r}")
             rc, why = _optional(event, "rc", int), _optional(event, "why", str)
             ended, key = _optional(event, "t", float), _optional(event, "k", str)
             record = self.record(name)
-            record.state = RETRYING if state == "retry" else state
+            record.state = RETRYING if state == RETRY else state
             if state == CHECKPOINTED:
                 record.restarts += 1
             record.rc, record.why, record.ended, record.key = rc, why, ended, key
-        elif kind == "cached":
+        elif kind == CACHED_EVENT:
             name, key, ended = _name(event), _optional(event, "k", str), _optional(event, "t", float)
             record = self.record(name)
             record.state = CACHED
             record.key, record.ended = key, ended
-        elif kind in ("upstream_failed", "replan"):
+        elif kind in (UPSTREAM_FAILED_EVENT, REPLAN_EVENT):
             names = event.get("n")
             if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
                 raise ValueError(f"{kind} event without a list of nodes")
             for name in names:
                 record = self.record(name)
-                if kind == "replan":
+                if kind == REPLAN_EVENT:
                     self.nodes[name] = NodeRecord(attempts=record.attempts, restarts=record.restarts)
                 else:
                     record.state = UPSTREAM_FAILED
                     record.why = f"upstream {event.get('by')} failed"
-        elif kind == "run":
+        elif kind == RUN_EVENT:
             started = _optional(event, "t", float)
             self.runners += 1
             if self.started is None:
                 self.started = started
             self.finished = self.finished_at = None
-        elif kind == "finish":
+        elif kind == FINISH_EVENT:
             state, at = _optional(event, "s", str), _optional(event, "t", float)
             self.finished, self.finished_at = state, at
         else:
             raise ValueError(f"unknown event {kind!r}")
 
 
-_END_STATES = frozenset({SUCCEEDED, FAILED, INTERRUPTED, "retry", CHECKPOINTED})
+_END_STATES = frozenset({SUCCEEDED, FAILED, INTERRUPTED, RETRY, CHECKPOINTED})
 
 
-def _name(event: dict[str, Any]) -> str:
+def _name(event: Event) -> str:
     name = event.get("n")
     if not isinstance(name, str):
         raise ValueError("event without a node name")
     return name
 
 
-def _optional(event: dict[str, Any], field_name: str, kind: type) -> Any:
+def _optional(event: Event, field_name: str, kind: type) -> Any:
     value = event.get(field_name)
     if value is None:
         return None
@@ -215,16 +312,15 @@ class JournalWriter:
         self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         _cut_torn_tail(self._fd)
         self._size = os.fstat(self._fd).st_size
-        self._dumps = json.JSONEncoder(separators=(",", ":")).encode
         self._interval = sync_interval_s
         self._dirty = False
         self._last_sync = -sync_interval_s
         self._pending: list[str] = []
 
-    def write(self, event: dict[str, Any], durable: bool = False) -> None:
+    def write(self, event: Event, durable: bool = False) -> None:
         """Queue an event; `commit()` or `flush()` writes it."""
-        event.setdefault("t", round(time.time(), 3))
-        self._pending.append(self._dumps(event))
+        event.setdefault("t", _now())
+        self._pending.append(_encode(event))
         if durable:
             self._dirty = True
 

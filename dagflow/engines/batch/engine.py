@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dagflow.engines.base import EngineBase, Report
-from dagflow.engines.batch.observe import BatchObserver, append_events
+from dagflow.engines.batch.observe import BatchObserver
 from dagflow.engines.batch.records import JobRecord
 from dagflow.engines.batch.submitted import Submitted
 from dagflow.engines.registry import spec_checks
@@ -25,9 +25,10 @@ from dagflow.plan import Plan
 from dagflow.plan.graph import check_plan
 from dagflow.run.follow import follow_run, runs_dir_hint, terminal_reporter
 from dagflow.run.ids import validate_run_id
-from dagflow.run.journal import DONE_STATES
+from dagflow.run.journal import DONE_STATES, append_events, finish_event, replan_event, run_event
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, find_run
 from dagflow.run.replan import changed_nodes, replanned
+from dagflow.run.result import RUN_INTERRUPTED
 from dagflow.run.status import RunStatus
 
 WAIT_POLL_S = 1.0  # seconds between two looks at the scheduler's queue while waiting for a run
@@ -98,7 +99,7 @@ class BatchEngine(EngineBase):
             forget = changed_nodes(plan, fresh)
             write_atomic(layout.plan_path, fresh.to_json().encode())
             layout.record_pipeline(fresh)
-            append_events(layout.journal_path, [{"e": "replan", "n": sorted(forget & journal.nodes.keys())}])
+            append_events(layout.journal_path, [replan_event(sorted(forget & journal.nodes.keys()))])
             plan = fresh
         done = {name for name, record in journal.nodes.items() if record.state in DONE_STATES and name not in forget}
         if fresh is not None:
@@ -139,11 +140,11 @@ class BatchEngine(EngineBase):
     def _submit(self, layout: RunLayout, plan: Plan, todo: list[str], resume: bool, arrays: bool = True) -> Submitted:
         sub = self.observer.records(layout.run_dir).latest()[0] + 1
         started = time.perf_counter()
-        append_events(layout.journal_path, [{"e": "run", "engine": self.name, "sub": sub, "resume": resume}])
+        append_events(layout.journal_path, [run_event(resume, engine=self.name, sub=sub)])
         try:
             jobs = self.submit_nodes(plan, layout.run_dir, todo, sub, arrays) if todo else []
         except DagflowError:
-            append_events(layout.journal_path, [{"e": "finish", "s": "interrupted"}])
+            append_events(layout.journal_path, [finish_event(RUN_INTERRUPTED)])
             raise
         return Submitted(layout, sub, len(todo), [record.job for record in jobs], time.perf_counter() - started)
 

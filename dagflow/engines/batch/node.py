@@ -5,10 +5,10 @@
         [--checkpoint-exit CODE --max-restarts N] [--env KEY=VALUE ...] [--parent NODE ...] \
         [--cancel-marker FILE --submission N] -- ARGV...
 
-It journals every attempt's `start` and `end` (one O_APPEND write each, the format of run/journal.py, so
-status reads one journal whichever engine ran the plan), sends the node's output to `<logs>/<node>.out`
-and `.err`, and retries: a failed attempt is retried unless its exit code is one of `--unless-exit` (a
-timed-out or killed attempt is always retried), up to `--retries` times, as the local engine decides.
+It journals every attempt's `start` and `end` (run/journal.py's append_events, so status reads one journal
+whichever engine ran the plan), sends the node's output to `<logs>/<node>.out` and `.err`, and retries: a
+failed attempt is retried unless its exit code is one of `--unless-exit` (a timed-out or killed attempt is
+always retried), up to `--retries` times, as the local engine decides.
 Each attempt gets `--timeout` seconds, then SIGTERM to its process tree and, after `--grace`, SIGKILL.
 An exit with `--checkpoint-exit` (the step's `checkpoint:`) is journaled `checkpointed` and the node runs
 again at once, its checkpoint files left in place: no failed attempt, up to `--max-restarts` times.
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import resource
 import signal
@@ -48,6 +47,19 @@ from types import FrameType
 from dagflow.engines.batch.gpu_memory import GpuMemoryUnknownError, fill_batch_gpu_memory
 from dagflow.engines.batch.usage import Stopwatch, oom_kills, reason_of, record_attempt, wait_measured
 from dagflow.run.exits import describe_exit
+from dagflow.run.journal import (
+    CHECKPOINTED,
+    DONE_STATES,
+    FAILED,
+    RETRY,
+    SUCCEEDED,
+    UPSTREAM_FAILED,
+    append_events,
+    end_event,
+    read_journal,
+    start_event,
+    upstream_failed_event,
+)
 
 RESERVED_EXITS = frozenset({99, 100})  # Grid Engine: 99 requeues the job, 100 puts it in error state
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -101,17 +113,6 @@ class Stopped(Exception):
         self.signum = signum
 
 
-def journal(path: Path, event: dict[str, object], durable: bool = False) -> None:
-    event["t"] = round(time.time(), 3)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (json.dumps(event, separators=(",", ":")) + "\n").encode())
-        if durable:
-            os.fdatasync(fd)
-    finally:
-        os.close(fd)
-
-
 def exit_status(rc: int) -> int:
     if rc < 0:
         return 128 - rc
@@ -124,8 +125,6 @@ def upstream_failure(job: NodeJob) -> tuple[str, str] | None:
     """None when every parent succeeded (or was cached); else ("failed", the failed node above this one)
     or ("unfinished", a parent with no end): its job was deleted (a cancel) or killed by the batch system
     before the wrapper could journal it, and the engine's status reader journals what became of it."""
-    from dagflow.run.journal import DONE_STATES, FAILED, UPSTREAM_FAILED, read_journal  # only nodes with parents pay
-
     records = read_journal(job.journal).nodes
     for parent in job.parents:
         record = records.get(parent)
@@ -232,7 +231,7 @@ def run_node(job: NodeJob) -> int:
         if upstream is not None:
             kind, parent = upstream
             if kind == "failed":
-                journal(job.journal, {"e": "upstream_failed", "n": [job.node], "by": parent}, durable=True)
+                append_events(job.journal, [upstream_failed_event([job.node], parent)])
             else:
                 print(f"dagflow: {job.node} not run: its parent {parent} ended without a result", file=sys.stderr)
             return 1
@@ -243,37 +242,35 @@ def run_node(job: NodeJob) -> int:
         job = replace(job, argv=fill_batch_gpu_memory(job.argv, env))
     except GpuMemoryUnknownError as error:
         job.stderr.write_bytes(f"dagflow: {error}\n".encode())
-        journal(job.journal, {"e": "end", "n": job.node, "a": 1, "s": "failed", "rc": 1, "why": str(error)}, True)
+        append_events(job.journal, [end_event(job.node, FAILED, attempt=1, rc=1, why=str(error))])
         return 1
     attempt = failed = restarts = 0
     state = ""
     while True:
         attempt += 1
         if attempt > 1:
-            banner = f"restart {restarts} from its checkpoint" if state == "checkpointed" else f"attempt {attempt}"
+            banner = f"restart {restarts} from its checkpoint" if state == CHECKPOINTED else f"attempt {attempt}"
             with open(job.stderr, "ab") as err:
                 err.write(f"\n=== dagflow: {banner} ===\n".encode())
-        journal(job.journal, {"e": "start", "n": job.node, "a": attempt, "job": job.job})
+        append_events(job.journal, [start_event(job.node, attempt, job=job.job)], durable=False)
         rc, why = run_attempt(job, env, attempt)
         timed_out = why is not None and why.startswith("timed out")
         if why is None:
-            state = "succeeded"
+            state = SUCCEEDED
         elif not timed_out and rc == job.checkpoint_exit and restarts < job.max_restarts:
-            state = "checkpointed"
+            state = CHECKPOINTED
             restarts += 1
             why = f"checkpointed (exit code {rc}): restart {restarts} of {job.max_restarts}"
         elif failed < job.retries and not (not timed_out and rc >= 0 and rc in job.unless_exit):
-            state = "retry"
+            state = RETRY
             failed += 1
         else:
-            state = "failed"
-        event: dict[str, object] = {"e": "end", "n": job.node, "a": attempt, "s": state, "rc": rc}
-        if why is not None:
-            event["why"] = why
-        journal(job.journal, event, durable=state not in ("retry", "checkpointed"))
-        if state == "succeeded":
+            state = FAILED
+        event = end_event(job.node, state, attempt=attempt, rc=rc, why=why)
+        append_events(job.journal, [event], durable=state not in (RETRY, CHECKPOINTED))
+        if state == SUCCEEDED:
             return 0
-        if state == "failed":
+        if state == FAILED:
             return exit_status(rc)
 
 

@@ -18,9 +18,7 @@ Each engine subclasses BatchObserver with how its scheduler is asked and what it
 from __future__ import annotations
 
 import fcntl
-import json
 import os
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,11 +28,19 @@ from typing import ClassVar, Generic, Protocol, TypeVar
 from dagflow.engines.batch.outcome import blocked_nodes, run_state
 from dagflow.engines.batch.records import BatchRecords, JobRecord
 from dagflow.plan import Plan
-from dagflow.run.journal import CHECKPOINTED, RETRYING, RUNNING, JournalState, NodeRecord, read_journal
+from dagflow.run.journal import (
+    CHECKPOINTED,
+    RETRYING,
+    RUNNING,
+    Event,
+    JournalState,
+    NodeRecord,
+    append_events,
+    finish_event,
+    read_journal,
+)
 from dagflow.run.layout import RunLayout
 from dagflow.run.status import RunStatus
-
-Event = dict[str, object]
 
 
 class QueuedJob(Protocol):
@@ -48,19 +54,6 @@ class QueuedJob(Protocol):
 
 
 Q = TypeVar("Q", bound=QueuedJob)
-
-
-def append_events(journal: Path, events: list[Event]) -> None:
-    if not events:
-        return
-    now = round(time.time(), 3)
-    data = "".join(json.dumps({**event, "t": now}, separators=(",", ":")) + "\n" for event in events)
-    fd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data.encode())
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
 
 
 @contextmanager
@@ -132,7 +125,7 @@ class BatchObserver(ABC, Generic[Q]):
             for event in events:
                 journal.apply(event)
             if not queued and journal.runners:
-                finish = {"e": "finish", "s": run_state(plan, journal, cancelled=cancelled)}
+                finish = finish_event(run_state(plan, journal, cancelled=cancelled))
                 events.append(finish)
                 journal.apply(finish)
             append_events(layout.journal_path, events)

@@ -6,10 +6,20 @@ from __future__ import annotations
 from collections.abc import Container
 
 from dagflow.plan import Plan
-from dagflow.run.journal import DONE_STATES, FAILED, INTERRUPTED, PENDING, SUCCEEDED, UPSTREAM_FAILED, JournalState
+from dagflow.run.journal import (
+    DONE_STATES,
+    FAILED,
+    INTERRUPTED,
+    PENDING,
+    SUCCEEDED,
+    UPSTREAM_FAILED,
+    Event,
+    JournalState,
+    upstream_failed_event,
+)
 
 
-def blocked_nodes(plan: Plan, journal: JournalState, queued: Container[str]) -> list[dict[str, object]]:
+def blocked_nodes(plan: Plan, journal: JournalState, queued: Container[str]) -> list[Event]:
     """`upstream_failed` events for never-started nodes below a failed node whose jobs are no longer queued
     (the scheduler dropped them, or their script failed before the node wrapper ran)."""
     states = {name: record.state for name, record in journal.nodes.items()}
@@ -28,7 +38,7 @@ def blocked_nodes(plan: Plan, journal: JournalState, queued: Container[str]) -> 
         elif state == PENDING and name not in queued:
             culprit[name] = by
             blocked_by.setdefault(by, []).append(name)
-    return [{"e": "upstream_failed", "n": names, "by": by} for by, names in blocked_by.items()]
+    return [upstream_failed_event(names, by) for by, names in blocked_by.items()]
 
 
 def run_state(plan: Plan, journal: JournalState, cancelled: bool) -> str:

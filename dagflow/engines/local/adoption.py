@@ -26,7 +26,7 @@ from dagflow.engines.local.running_node import RunningNode
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder
 from dagflow.plan import Plan
 from dagflow.run.exits import describe_exit
-from dagflow.run.journal import PENDING, RUNNING, JournalState, JournalWriter, NodeRecord, read_journal
+from dagflow.run.journal import PENDING, RUNNING, JournalState, JournalWriter, NodeRecord, read_journal, start_event
 from dagflow.run.layout import RunLayout
 from dagflow.run.reporting import Reporter
 
@@ -152,7 +152,7 @@ class Adoption:
         if self.cache is not None:
             self.keys[name] = self.cache.key(self.plan, node, [self.keys.get(p, p) for p in node.parents])
         if record is None or record.pid != entry.pid:
-            self.journal.write({"e": "start", "n": name, "a": entry.attempt, "pid": entry.pid})
+            self.journal.write(start_event(name, entry.attempt, pid=entry.pid))
         running = RunningNode(
             name,
             self.plan.steps[node.step],

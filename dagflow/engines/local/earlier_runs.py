@@ -24,6 +24,7 @@ from pathlib import Path
 
 from dagflow.engines.local.recovery import unjournaled_nodes
 from dagflow.plan import Plan
+from dagflow.run.journal import is_finish_line
 from dagflow.run.layout import DRY_RUN_FILE, SEARCH_TRIAL_FILE, RunLayout, RunNotFoundError, list_runs
 from dagflow.run.lock import holder_pid, is_locked
 
@@ -103,4 +104,4 @@ def _ends_with_finish(journal: Path) -> bool:
             tail = handle.read()
     except OSError:
         return False
-    return b'"e":"finish"' in tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]  # journal.py writes compact JSON
+    return is_finish_line(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])

@@ -133,6 +133,8 @@ def read_requests(buffer: bytearray) -> list[tuple]:
     return requests
 
 
+CANNOT_START = "e"  # the kind of reply that says a node could not start, with the error
+
 # An exit reply's rc, wall s, cpu s, max rss KB and unix time, each as repr() writes it.
 _EXIT_FIELDS = b"\0%a\0%a\0%a\0%a\0%a"
 
@@ -164,7 +166,7 @@ def read_replies(buffer: bytearray) -> list[tuple]:
         value: object = None
         if kind == "s":
             value = int(fields[3])
-        elif kind == "e":
+        elif kind == CANNOT_START:
             value = os.fsdecode(fields[3])
         elif kind == "x":
             rc, wall, cpu, maxrss, ended = fields[3:8]
@@ -386,7 +388,7 @@ class Keeper:
         except OSError as error:
             for fd in fds:
                 os.close(fd)
-            self.replies.append(reply("e", name, attempt, error.strerror or str(error)))
+            self.replies.append(reply(CANNOT_START, name, attempt, error.strerror or str(error)))
             return False
         os.close(fds[1])
         os.close(fds[3])

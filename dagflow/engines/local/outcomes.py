@@ -27,10 +27,15 @@ from dagflow.run.journal import (
     FAILED,
     INTERRUPTED,
     PENDING,
+    RETRY,
     RETRYING,
     SUCCEEDED,
     UPSTREAM_FAILED,
     JournalWriter,
+    end_event,
+    finish_event,
+    start_event,
+    upstream_failed_event,
 )
 from dagflow.run.layout import RunLayout
 from dagflow.run.reporting import Reporter
@@ -70,7 +75,7 @@ class Outcomes:
         self.usage.started(name, devices, None)
         self.usage.pid_known(name, pid)
         # Journaled this turn (its keeper has recorded it in procs.jsonl already).
-        self.journal.write({"e": "start", "n": name, "a": attempt, "pid": pid})
+        self.journal.write(start_event(name, attempt, pid=pid))
         if running.pending_signal is not None:
             kill_group(pid, running.pending_signal)
         if step.timeout_s:
@@ -131,7 +136,6 @@ class Outcomes:
             name, step.name, attempt, resources, devices, running.measured, key, rc, running.kill_reason
         )
         duration = time.monotonic() - running.started
-        event = {"e": "end", "n": name, "a": attempt, "s": SUCCEEDED, "rc": rc}
         if rc == step.checkpoint_exit_code and running.kill_reason is None and not self._checkpointed(running, rc):
             why = f"exit code {rc} after {self.restarts.get(name, 0)} checkpoint restarts (checkpoint.max_restarts)"
         if running.kill_reason == "interrupt":
@@ -145,7 +149,7 @@ class Outcomes:
         elif running.kill_reason == "oom" and not self._stops_handled:
             grown = self.memory.grow(name, step)
             if grown:  # runs again with more memory: not a failed try that `retries` counts
-                state = "retry"
+                state = RETRY
                 self.failed_tries[name] = self.failed_tries.get(name, 0) - 1
                 why = f"{why}; again with {grown} MB (memory_max {step.resources.memory_max_mb} MB)"
             else:
@@ -156,16 +160,12 @@ class Outcomes:
             and not self._stops_handled
             and not (running.kill_reason is None and rc >= 0 and rc in step.retry_unless_exit)
         ):
-            state = "retry"
+            state = RETRY
         else:
             state = FAILED
-        event["s"] = state
-        if why:
-            event["why"] = why
         key = self.keys.get(name)
-        if state == SUCCEEDED and key:
-            event["k"] = key
-        self.journal.write(event, durable=True)
+        kept = key if state == SUCCEEDED and key else None
+        self.journal.write(end_event(name, state, attempt=attempt, rc=rc, why=why or None, key=kept), durable=True)
         tries = self.failed_tries.get(name, 0) + 1  # restarts from a checkpoint are the same attempt
         self.reporter.node_finished(name, state, tries, rc, why, duration)
         if state == SUCCEEDED:
@@ -173,7 +173,7 @@ class Outcomes:
             if key and self.cache is not None:
                 self.cache.record(key, self.plan, self.plan.nodes[name])
             self._release(self.tracker.succeeded(name))
-        elif state == "retry":
+        elif state == RETRY:
             self.failed_tries[name] = self.failed_tries.get(name, 0) + 1
             self.states[name] = RETRYING
             self.tracker.push(name, front=True)
@@ -191,14 +191,14 @@ class Outcomes:
             if blocked:
                 for child in blocked:
                     self.states[child] = UPSTREAM_FAILED
-                self.journal.write({"e": "upstream_failed", "n": blocked, "by": name}, durable=True)
+                self.journal.write(upstream_failed_event(blocked, name), durable=True)
                 self.reporter.nodes_blocked(blocked, name)
 
     def _result(self, t0: float, resumed_done: int) -> RunResult:
         """The run's result, journaled (its `finish` event) and reported."""
         state = RUN_INTERRUPTED if self._stops_handled else RUN_FAILED if self.failures else RUN_SUCCEEDED
         self.usage.flush()
-        self.journal.write({"e": "finish", "s": state}, durable=True)
+        self.journal.write(finish_event(state), durable=True)
         self.journal.flush()
         states = {name: self.states.get(name, PENDING) for name in self.plan.nodes}
         for name, node_state in states.items():

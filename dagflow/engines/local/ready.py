@@ -22,7 +22,7 @@ from dagflow.engines.local.queueing import FollowerQueueing
 from dagflow.engines.local.resources import Gpu, ResourcePool, within
 from dagflow.engines.local.running_node import RunningNode
 from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, Resources, StepInfo
-from dagflow.run.journal import CACHED, RUNNING, JournalWriter
+from dagflow.run.journal import CACHED, RUNNING, JournalWriter, cached_event
 from dagflow.run.reporting import Reporter
 
 
@@ -82,7 +82,7 @@ class ReadyQueue:
             keys[name] = key
             if name not in self.forced and cache.hit(self.plan, key, node):
                 self.states[name] = CACHED
-                self.journal.write({"e": "cached", "n": name, "k": key}, durable=True)
+                self.journal.write(cached_event(name, key), durable=True)
                 self.reporter.node_cached(name)
                 stack.extend(reversed(self.tracker.succeeded(name)))
             else:

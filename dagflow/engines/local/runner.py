@@ -63,7 +63,7 @@ from dagflow.engines.local.running_node import RunningNode
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
-from dagflow.run.journal import JournalWriter
+from dagflow.run.journal import JournalWriter, replan_event, run_event
 from dagflow.run.layout import RunLayout
 from dagflow.run.lock import RunLock
 from dagflow.run.reporting import Reporter, RunInfo
@@ -226,10 +226,10 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
     def _run(self) -> RunResult:
         t0 = time.monotonic()
         prior, done, adopt, accept = self._carry_over()
-        self.journal.write({"e": "run", "pid": os.getpid(), "resume": prior.runners > 0}, durable=True)
+        self.journal.write(run_event(prior.runners > 0, pid=os.getpid()), durable=True)
         forgotten = sorted(name for name in self.forget if name in prior.nodes)
         if forgotten:
-            self.journal.write({"e": "replan", "n": forgotten}, durable=True)
+            self.journal.write(replan_event(forgotten), durable=True)
         self.journal.flush()
         self.tracker = DagTracker(self.plan, done)
         self.forced = self._forced_nodes()

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from dagflow.engines.batch.observe import BatchObserver, Event
+from dagflow.engines.batch.observe import BatchObserver
 from dagflow.engines.batch.records import JobRecord
 from dagflow.engines.sge import commands
-from dagflow.run.journal import FAILED, INTERRUPTED, PENDING
+from dagflow.run.journal import FAILED, INTERRUPTED, PENDING, Event, end_event
 from dagflow.run.layout import RunLayout
 from dagflow.run.status import HELD, QUEUED, RunStatus
 
@@ -33,8 +33,8 @@ class SgeObserver(BatchObserver[commands.QueuedJob]):
 
     def lost_nodes(self, lost: list[str], jobs: list[JobRecord], cancelled: bool) -> list[Event]:
         if cancelled:
-            return [{"e": "end", "n": name, "s": INTERRUPTED, "why": "cancelled"} for name in lost]
-        return [{"e": "end", "n": name, "s": FAILED, "why": KILLED} for name in lost]
+            return [end_event(name, INTERRUPTED, why="cancelled") for name in lost]
+        return [end_event(name, FAILED, why=KILLED) for name in lost]
 
     def waiting_state(self, job: commands.QueuedJob) -> tuple[str, str | None] | None:
         if "E" in job.state:

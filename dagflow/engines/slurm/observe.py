@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from dagflow.engines.batch.observe import BatchObserver, Event
+from dagflow.engines.batch.observe import BatchObserver
 from dagflow.engines.batch.records import JobRecord
 from dagflow.engines.slurm import commands
-from dagflow.run.journal import FAILED, INTERRUPTED, PENDING
+from dagflow.run.journal import FAILED, INTERRUPTED, PENDING, Event, end_event
 from dagflow.run.layout import RunLayout
 from dagflow.run.status import HELD, QUEUED, RunStatus
 
@@ -48,9 +48,9 @@ class SlurmObserver(BatchObserver[commands.QueuedJob]):
             slurm_state = slurm_state.split("+")[0]
             if slurm_state in ("CANCELLED", "") or slurm_state not in _SLURM_END:
                 why = "cancelled" if slurm_state == "CANCELLED" else "its Slurm job ended without a result"
-                events.append({"e": "end", "n": name, "s": INTERRUPTED, "why": why})
+                events.append(end_event(name, INTERRUPTED, why=why))
             else:
-                events.append({"e": "end", "n": name, "s": FAILED, "why": _SLURM_END[slurm_state]})
+                events.append(end_event(name, FAILED, why=_SLURM_END[slurm_state]))
         return events
 
     def waiting_state(self, job: commands.QueuedJob) -> tuple[str, str | None] | None:
