@@ -6,10 +6,12 @@ import pytest
 
 from tests.cluster_lifetime import begin_session, stop_started
 
-pytest_plugins = ["aws_fixtures", "slurm_fixtures", "condor_pool", "sge_fixtures"]
+pytest_plugins = ["aws_fixtures", "s3_server", "slurm_fixtures", "condor_pool", "sge_fixtures"]
 
 # A test that uses one of these (directly or through another fixture) needs a real cluster or pool.
 CLUSTER_FIXTURES = frozenset({"slurm_cluster", "sge_cluster", "condor_pool"})
+# A test that uses one of these starts a real server that takes seconds to come up: left out of the fast subset.
+SLOW_SERVER_FIXTURES = frozenset({"seaweedfs"})
 
 
 # With PYTHONDONTWRITEBYTECODE set (as on the machines CI runs on), every test process would rewrite the
@@ -44,6 +46,8 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
             item.add_marker(pytest.mark.cluster)
         if "condor_pool" in used:
             item.add_marker(pytest.mark.condor_pool)
+        if SLOW_SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]

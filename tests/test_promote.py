@@ -1,5 +1,5 @@
 """Publishing train outputs and promoting models: the spec fields, the plan nodes, the decision, and
-whole runs of the local engine against a real S3 API server (moto_server on loopback)."""
+whole runs of the local engine against a real S3 API server (SeaweedFS on loopback)."""
 
 from __future__ import annotations
 
@@ -168,9 +168,9 @@ def test_publish_and_promote_are_validated_with_locations() -> None:
 
 
 @pytest.fixture
-def project(aws: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    boto3.client("s3", endpoint_url=aws, region_name="us-east-1").create_bucket(Bucket=BUCKET)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", aws)
+def project(s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     (tmp_path / "pipeline.yaml").write_text(PIPELINE)
     (tmp_path / "train.py").write_text(TRAIN)
     (tmp_path / "evaluate.py").write_text(EVALUATE)
@@ -185,22 +185,22 @@ def run(project: Path, losses: dict[str, float], **env: str) -> subprocess.Compl
     )
 
 
-def pointer(aws: str, region: str) -> dict:
-    client = boto3.client("s3", endpoint_url=aws, region_name="us-east-1")
+def pointer(s3_endpoint: str, region: str) -> dict:
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     return json.loads(client.get_object(Bucket=BUCKET, Key=f"models/{region}/latest")["Body"].read())
 
 
 @pytest.mark.slow
-def test_runs_promote_only_better_models_and_say_so(project: Path, aws: str) -> None:
+def test_runs_promote_only_better_models_and_say_so(project: Path, s3_endpoint: str) -> None:
     first = run(project, {"us": 0.5, "br": 0.5, "de": 0.5}, FAIL_REGION="de")
     assert first.returncode == 1, first.stdout + first.stderr
     assert "promotions:" in first.stdout
     lines = first.stdout[first.stdout.index("promotions:"):].splitlines()
     assert any(line.split()[:2] == ["us", "promoted:"] and "no current model" in line for line in lines)
     assert any(line.split()[:2] == ["de", "failed:"] and "a node it needs failed" in line for line in lines)
-    run_one = pointer(aws, "us")["run_id"]
-    assert pointer(aws, "us")["model"] == f"s3://{BUCKET}/models/us/{run_one}/"
-    client = boto3.client("s3", endpoint_url=aws, region_name="us-east-1")
+    run_one = pointer(s3_endpoint, "us")["run_id"]
+    assert pointer(s3_endpoint, "us")["model"] == f"s3://{BUCKET}/models/us/{run_one}/"
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     keys = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix=f"models/us/{run_one}/")["Contents"]}
     assert keys == {f"models/us/{run_one}/model.txt", f"models/us/{run_one}/vocab.txt"}
     verdict = json.loads((project / ".runs" / run_one / "promotions" / "evaluate.promote.us.json").read_text())
@@ -212,10 +212,10 @@ def test_runs_promote_only_better_models_and_say_so(project: Path, aws: str) -> 
     assert "us  promoted: val_loss 0.25 < 0.5 of the current model" in summary
     assert "br  kept: val_loss 0.75 is not lower than 0.5 of the current model" in summary
     assert "de  promoted: val_loss 0.1; there was no current model" in summary
-    run_two = pointer(aws, "us")["run_id"]
-    assert run_two != run_one and pointer(aws, "us")["previous"] == f"s3://{BUCKET}/models/us/{run_one}/"
-    assert pointer(aws, "br")["run_id"] == run_one, "a worse model leaves the pointer where it was"
-    assert pointer(aws, "us")["metrics"] == {"val_loss": 0.25, "rows": 10}
+    run_two = pointer(s3_endpoint, "us")["run_id"]
+    assert run_two != run_one and pointer(s3_endpoint, "us")["previous"] == f"s3://{BUCKET}/models/us/{run_one}/"
+    assert pointer(s3_endpoint, "br")["run_id"] == run_one, "a worse model leaves the pointer where it was"
+    assert pointer(s3_endpoint, "us")["metrics"] == {"val_loss": 0.25, "rows": 10}
 
     (project / "losses.json").write_text(json.dumps({"us": 0.1, "br": 0.1, "de": 0.1}))
     broken = subprocess.run(

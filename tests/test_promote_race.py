@@ -1,7 +1,7 @@
 """Racing `dagflow promote` processes on one pointer: the best model always ends as `latest`.
 
 Each round starts a dozen real `python -m dagflow promote` processes that wait at a start line (a file
-the test creates), so their read-compare-write windows overlap. On S3 a proxy in front of moto_server
+the test creates), so their read-compare-write windows overlap. On S3 a proxy in front of the S3 server (SeaweedFS)
 also holds the first reads of the pointer until every process has read it: all of them decide against
 the same old pointer, which is the worst case for a compare-and-swap.
 """
@@ -44,12 +44,10 @@ command.main(args=sys.argv[2:], prog_name="dagflow")
 
 @dataclass
 class RaceProxy:
-    """Forwards to moto_server. Holds the first `hold_reads` GETs of the pointer until all have arrived
-    (or a time limit passes), and forwards PUTs of the pointer one at a time.
-
-    The serialized PUTs stand in for S3's own guarantee: S3 evaluates If-Match / If-None-Match and writes
-    in one atomic step, while moto_server checks and then writes without a lock, so two racing
-    conditional PUTs could both pass there."""
+    """Forwards to the S3 server. Holds the first `hold_reads` GETs of the pointer until all have arrived
+    (or a time limit passes). PUTs go straight through: SeaweedFS, like S3, evaluates If-Match /
+    If-None-Match and writes in one atomic step (24 racing conditional PUTs on one ETag: exactly one
+    succeeded in each of 20 rounds), so the compare-and-swap is the server's, not the proxy's."""
 
     upstream: str
     hold_reads: int = 0
@@ -57,7 +55,6 @@ class RaceProxy:
     reads: int = 0
     all_read: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    put_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def arm(self, count: int) -> None:
         with self.lock:
@@ -97,11 +94,7 @@ def _handler(proxy: RaceProxy) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if key == POINTER_KEY and self.command == "GET":
                 proxy.wait_for_the_others()
-            if key == POINTER_KEY and self.command == "PUT":
-                with proxy.put_lock:
-                    status, headers, payload = _forward(proxy.upstream, self, body)
-            else:
-                status, headers, payload = _forward(proxy.upstream, self, body)
+            status, headers, payload = _forward(proxy.upstream, self, body)
             self.send_response_only(status)
             for name, value in headers:
                 if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
@@ -118,9 +111,9 @@ def _handler(proxy: RaceProxy) -> type[BaseHTTPRequestHandler]:
 
 
 @pytest.fixture
-def race_proxy(aws: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[RaceProxy]:
-    boto3.client("s3", endpoint_url=aws, region_name="us-east-1").create_bucket(Bucket=BUCKET)
-    state = RaceProxy(upstream=aws)
+def race_proxy(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[RaceProxy]:
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    state = RaceProxy(upstream=s3_endpoint)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -187,8 +180,10 @@ def test_racing_promotions_to_a_directory_pointer_keep_the_best(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_racing_promotions_to_an_s3_pointer_keep_the_best(race_proxy: RaceProxy, aws: str, tmp_path: Path) -> None:
-    client = boto3.client("s3", endpoint_url=aws, region_name="us-east-1")
+def test_racing_promotions_to_an_s3_pointer_keep_the_best(
+    race_proxy: RaceProxy, s3_endpoint: str, tmp_path: Path
+) -> None:
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     for round_index, start in enumerate((None, 0.205, None)):
         models = {}
         for index, loss in enumerate(losses(RACERS, seed=10 + round_index)):

@@ -1,4 +1,4 @@
-"""examples/region-retrain-s3 end to end against moto_server: data staged from S3, models published,
+"""examples/region-retrain-s3 end to end against a real S3 server (SeaweedFS): data staged from S3, models published,
 promotion decided per region."""
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ def test_example_validates_with_its_schedule() -> None:
 
 
 @pytest.mark.slow
-def test_example_runs_against_an_s3_api_server(aws: str, tmp_path: Path) -> None:
+def test_example_runs_against_an_s3_api_server(s3_endpoint: str, tmp_path: Path) -> None:
     for name in ("region-retrain", "region-retrain-s3"):
         shutil.copytree(EXAMPLES / name, tmp_path / name, ignore=shutil.ignore_patterns("data", "models", ".dagflow"))
-    env = {**os.environ, "AWS_ENDPOINT_URL": aws}
-    boto3.client("s3", endpoint_url=aws, region_name="us-east-1").create_bucket(Bucket="dagflow-demo")
+    env = {**os.environ, "AWS_ENDPOINT_URL": s3_endpoint}
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket="dagflow-demo")
 
     def dagflow(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "dagflow", *args], cwd=tmp_path / "region-retrain-s3",
@@ -45,7 +45,7 @@ def test_example_runs_against_an_s3_api_server(aws: str, tmp_path: Path) -> None
     staged = tmp_path / "region-retrain-s3" / "data" / "jp" / "data.csv"
     assert staged.read_bytes() == (EXAMPLES / "region-retrain" / "source" / "jp" / "data.csv").read_bytes()
     assert not (tmp_path / "region-retrain-s3" / "data" / "us").exists()
-    client = boto3.client("s3", endpoint_url=aws, region_name="us-east-1")
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     pointer = json.loads(client.get_object(Bucket="dagflow-demo", Key="models/jp/latest")["Body"].read())
     published = client.list_objects_v2(Bucket="dagflow-demo", Prefix=f"models/jp/{pointer['run_id']}/")
     assert {o["Key"].rsplit("/", 1)[1] for o in published["Contents"]} == {"model.pkl", "val.csv", "train.json"}

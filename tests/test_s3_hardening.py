@@ -1,5 +1,5 @@
 """`dagflow transfer` and `dagflow promote` against S3 settings that cannot work, objects named like partial
-downloads, and multipart uploads left behind by a killed transfer (moto_server on loopback)."""
+downloads, and multipart uploads left behind by a killed transfer (SeaweedFS on loopback)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,9 @@ def test_promote_with_bad_s3_settings_is_bad_input_and_redacted(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_objects_named_like_partial_downloads_are_user_data(proxy: base.FaultProxy, aws: str, tmp_path: Path) -> None:
+def test_objects_named_like_partial_downloads_are_user_data(
+    proxy: base.FaultProxy, s3_endpoint: str, tmp_path: Path
+) -> None:
     src = tmp_path / "src"
     src.mkdir()
     lookalikes = {  # what a user may call their files: each ends in the partial suffix
@@ -107,7 +109,7 @@ def test_objects_named_like_partial_downloads_are_user_data(proxy: base.FaultPro
         (src / name).write_bytes(content)
     up = transfer(str(src), f"s3://{BUCKET}/data/")
     assert up.copied == len(files), "no user file is skipped for its name"
-    assert base.remote_tree(aws, "data/") == files
+    assert base.remote_tree(s3_endpoint, "data/") == files
 
     dst = tmp_path / "dst"
     own = dst / partial_name("model.bin", "0badc0ffee00")  # what a killed dagflow download leaves
@@ -121,34 +123,34 @@ def test_objects_named_like_partial_downloads_are_user_data(proxy: base.FaultPro
     assert base.local_tree(dst) == files
 
 
-def uploads(aws: str) -> list[tuple[str, str]]:
-    listing = base.s3(aws).list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])
+def uploads(s3_endpoint: str) -> list[tuple[str, str]]:
+    listing = base.s3(s3_endpoint).list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])
     return sorted((upload["Key"], upload["UploadId"]) for upload in listing)
 
 
 @pytest.mark.slow
 def test_killed_multipart_upload_is_aborted_by_the_next_transfer(
-    proxy: base.FaultProxy, aws: str, tmp_path: Path
+    proxy: base.FaultProxy, s3_endpoint: str, tmp_path: Path
 ) -> None:
     src = tmp_path / "src"
     src.mkdir()
     (src / "big.bin").write_bytes(os.urandom(6 * base.MB))
-    other = base.s3(aws).create_multipart_upload(Bucket=BUCKET, Key="data/other-writer.bin")["UploadId"]
+    other = base.s3(s3_endpoint).create_multipart_upload(Bucket=BUCKET, Key="data/other-writer.bin")["UploadId"]
     proxy.rules.append(lambda r: "hold" if r.key == "data/big.bin" and "partNumber=2" in r.query else None)
     first = base.run_cli(str(src), f"s3://{BUCKET}/data/", "--multipart-threshold", "5MB", "--part-size", "5MB")
     base.wait_for(lambda: any(o == "held" for _, o in proxy.outcomes(lambda r: r.is_object_write)), "part 2")
     first.send_signal(signal.SIGKILL)
     first.communicate()
-    stale = [upload for upload in uploads(aws) if upload[0] == "data/big.bin"]
+    stale = [upload for upload in uploads(s3_endpoint) if upload[0] == "data/big.bin"]
     assert len(stale) == 1, "the killed transfer left its multipart upload"
 
     proxy.reset()  # the next transfer: default sizes, so this 6 MB file now goes up in a single PUT
     second = base.run_cli(str(src), f"s3://{BUCKET}/data/")
     _, err = second.communicate(timeout=60)
     assert second.returncode == 0, err
-    assert base.remote_tree(aws, "data/") == {"big.bin": (src / "big.bin").read_bytes()}
-    assert uploads(aws) == [("data/other-writer.bin", other)], "the stale upload is aborted; others' are not"
+    assert base.remote_tree(s3_endpoint, "data/") == {"big.bin": (src / "big.bin").read_bytes()}
+    assert uploads(s3_endpoint) == [("data/other-writer.bin", other)], "the stale upload is aborted; others' are not"
 
     third = base.run_cli(str(src), f"s3://{BUCKET}/data/")  # nothing to copy: still nothing of others aborted
     assert third.wait(timeout=60) == 0
-    assert uploads(aws) == [("data/other-writer.bin", other)]
+    assert uploads(s3_endpoint) == [("data/other-writer.bin", other)]

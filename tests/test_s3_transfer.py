@@ -1,4 +1,4 @@
-"""S3 transfers against a real S3 API server (moto_server on loopback), through a recording proxy that
+"""S3 transfers against a real S3 API server (SeaweedFS on loopback, tests/s3_server.py), through a recording proxy that
 can inject faults: throttling, truncated bodies, and requests that hang until the client is killed."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ Rule = Callable[[Request], str | None]  # -> None (pass), "slowdown", "truncate"
 
 @dataclass
 class FaultProxy:
-    """Forwards to moto_server; records every request and what it answered; applies the rules."""
+    """Forwards to the S3 server; records every request and what it answered; applies the rules."""
 
     upstream: str
     url: str = ""
@@ -143,13 +143,14 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 
 @pytest.fixture
 def proxy(
-    aws: str, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+    s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FaultProxy]:
-    """An empty bucket on moto_server, AWS_ENDPOINT_URL pointing at a fault proxy in front of it, and a state
-    directory of the test's own (XDG_STATE_HOME: the journals of uploads, which the CLI processes share)."""
+    """An empty bucket on the S3 server (SeaweedFS), AWS_ENDPOINT_URL pointing at a fault proxy in front of it,
+    and a state directory of the test's own (XDG_STATE_HOME: the journals of uploads, which the CLI processes
+    share)."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
-    boto3.client("s3", endpoint_url=aws, region_name="us-east-1").create_bucket(Bucket=BUCKET)
-    state = FaultProxy(upstream=aws)
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    state = FaultProxy(upstream=s3_endpoint)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -162,8 +163,8 @@ def proxy(
     server.server_close()
 
 
-def s3(aws: str):  # the test's own view of the bucket, straight to moto (not through the proxy)
-    return boto3.client("s3", endpoint_url=aws, region_name="us-east-1")
+def s3(s3_endpoint: str):  # the test's own view of the bucket, straight to the server (not through the proxy)
+    return boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
 
 
 def make_tree(root: Path, count: int = 6, size: int = 50_000, big: int = 0) -> dict[str, bytes]:
@@ -182,21 +183,21 @@ def local_tree(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def remote_tree(aws: str, prefix: str) -> dict[str, bytes]:
-    client = s3(aws)
+def remote_tree(s3_endpoint: str, prefix: str) -> dict[str, bytes]:
+    client = s3(s3_endpoint)
     listing = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])
     return {o["Key"][len(prefix) :]: client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read() for o in listing}
 
 
 @pytest.mark.slow
 def test_upload_then_download_copies_everything_and_skips_what_is_unchanged(
-    proxy: FaultProxy, aws: str, tmp_path: Path
+    proxy: FaultProxy, s3_endpoint: str, tmp_path: Path
 ) -> None:
     files = make_tree(tmp_path / "src", big=11 * MB)
     first = transfer(str(tmp_path / "src"), f"s3://{BUCKET}/data/", options=SMALL)
     assert (first.copied, first.skipped) == (len(files), 0)
-    assert remote_tree(aws, "data/") == files
-    head = s3(aws).head_object(Bucket=BUCKET, Key="data/big.bin")
+    assert remote_tree(s3_endpoint, "data/") == files
+    head = s3(s3_endpoint).head_object(Bucket=BUCKET, Key="data/big.bin")
     assert head["ETag"].strip('"').endswith("-3"), "the large file went up in parts"
     assert head["Metadata"][SHA256_METADATA] == hashlib.sha256(files["big.bin"]).hexdigest()
 
@@ -223,8 +224,10 @@ def test_upload_then_download_copies_everything_and_skips_what_is_unchanged(
 
 
 @pytest.mark.slow
-def test_single_objects_and_objects_uploaded_by_other_tools(proxy: FaultProxy, aws: str, tmp_path: Path) -> None:
-    s3(aws).put_object(Bucket=BUCKET, Key="other/model.json", Body=b'{"a": 1}')  # no dagflow checksum
+def test_single_objects_and_objects_uploaded_by_other_tools(
+    proxy: FaultProxy, s3_endpoint: str, tmp_path: Path
+) -> None:
+    s3(s3_endpoint).put_object(Bucket=BUCKET, Key="other/model.json", Body=b'{"a": 1}')  # no dagflow checksum
     first = transfer(f"s3://{BUCKET}/other/model.json", str(tmp_path / "in") + "/")
     assert first.copied == 1
     assert (tmp_path / "in/model.json").read_bytes() == b'{"a": 1}'
@@ -232,11 +235,11 @@ def test_single_objects_and_objects_uploaded_by_other_tools(proxy: FaultProxy, a
     assert second.skipped == 1, "a single-part ETag is the MD5: unchanged"
     up = transfer(str(tmp_path / "in/model.json"), f"s3://{BUCKET}/copy/renamed.json")
     assert up.copied == 1
-    assert remote_tree(aws, "copy/") == {"renamed.json": b'{"a": 1}'}
+    assert remote_tree(s3_endpoint, "copy/") == {"renamed.json": b'{"a": 1}'}
 
 
 @pytest.mark.slow
-def test_throttling_and_cut_connections_are_retried(proxy: FaultProxy, aws: str, tmp_path: Path) -> None:
+def test_throttling_and_cut_connections_are_retried(proxy: FaultProxy, s3_endpoint: str, tmp_path: Path) -> None:
     files = make_tree(tmp_path / "src", count=4)
     seen: set[tuple[str, str]] = set()
 
@@ -249,7 +252,7 @@ def test_throttling_and_cut_connections_are_retried(proxy: FaultProxy, aws: str,
     proxy.rules.append(throttle_first)
     up = transfer(str(tmp_path / "src"), f"s3://{BUCKET}/data/", options=SMALL)
     assert up.copied == len(files)
-    assert remote_tree(aws, "data/") == files
+    assert remote_tree(s3_endpoint, "data/") == files
     writes = proxy.outcomes(lambda r: r.is_object_write)
     for key in files:
         assert [outcome for k, outcome in writes if k == f"data/{key}"] == ["503", "200"]
@@ -264,7 +267,7 @@ def test_throttling_and_cut_connections_are_retried(proxy: FaultProxy, aws: str,
 
 
 def test_throttling_that_never_ends_fails_cleanly_after_the_retries(
-    proxy: FaultProxy, aws: str, tmp_path: Path
+    proxy: FaultProxy, s3_endpoint: str, tmp_path: Path
 ) -> None:
     make_tree(tmp_path / "src", count=3)
     proxy.rules.append(lambda r: "slowdown" if r.is_object_write and r.key.endswith("f01.bin") else None)
@@ -273,7 +276,7 @@ def test_throttling_that_never_ends_fails_cleanly_after_the_retries(
         transfer(str(tmp_path / "src"), f"s3://{BUCKET}/data/", options=options)
     assert caught.value.exit_code == 1
     assert len([1 for key, _ in proxy.outcomes(lambda r: r.is_object_write) if key == "data/f01.bin"]) == 2 * 2
-    assert set(remote_tree(aws, "data/")) == {"f00.bin", "f02.bin", "nested/deep/notes.txt"}
+    assert set(remote_tree(s3_endpoint, "data/")) == {"f00.bin", "f02.bin", "nested/deep/notes.txt"}
 
 
 def run_cli(*args: str, **kwargs) -> subprocess.Popen[str]:
@@ -300,7 +303,7 @@ LATE = {f"f{index:02d}.bin" for index in range(5, 8)}  # requests for these hang
 
 @pytest.mark.slow
 def test_upload_killed_midway_resumes_without_corruption_or_recopying(
-    proxy: FaultProxy, aws: str, tmp_path: Path
+    proxy: FaultProxy, s3_endpoint: str, tmp_path: Path
 ) -> None:
     files = make_tree(tmp_path / "src", count=8, big=11 * MB)
 
@@ -321,13 +324,13 @@ def test_upload_killed_midway_resumes_without_corruption_or_recopying(
     first.communicate()
 
     # What is visible is complete: every object there has its file's content and checksum.
-    visible = remote_tree(aws, "data/")
+    visible = remote_tree(s3_endpoint, "data/")
     assert set(visible) >= {k.removeprefix("data/") for k in early}
     assert "big.bin" not in visible, "a multipart upload that did not finish is not an object"
     assert not LATE & set(visible)
     for key, content in visible.items():
         assert content == files[key]
-    assert s3(aws).list_multipart_uploads(Bucket=BUCKET).get("Uploads"), "the killed upload left its parts"
+    assert s3(s3_endpoint).list_multipart_uploads(Bucket=BUCKET).get("Uploads"), "the killed upload left its parts"
 
     proxy.reset()
     second = run_cli(str(tmp_path / "src"), f"s3://{BUCKET}/data/", *CLI_OPTIONS)
@@ -336,13 +339,13 @@ def test_upload_killed_midway_resumes_without_corruption_or_recopying(
     assert f"skipped {len(visible)}" in out
     rewritten = {key.removeprefix("data/") for key, _ in proxy.outcomes(lambda r: r.is_object_write)}
     assert rewritten == set(files) - set(visible), "only what was missing went up again"
-    assert remote_tree(aws, "data/") == files
-    assert not s3(aws).list_multipart_uploads(Bucket=BUCKET).get("Uploads"), "stale parts are cleaned up"
+    assert remote_tree(s3_endpoint, "data/") == files
+    assert not s3(s3_endpoint).list_multipart_uploads(Bucket=BUCKET).get("Uploads"), "stale parts are cleaned up"
 
 
 @pytest.mark.slow
 def test_download_killed_midway_resumes_without_corruption_or_recopying(
-    proxy: FaultProxy, aws: str, tmp_path: Path
+    proxy: FaultProxy, s3_endpoint: str, tmp_path: Path
 ) -> None:
     files = make_tree(tmp_path / "src", count=8)
     assert transfer(str(tmp_path / "src"), f"s3://{BUCKET}/data/").copied == len(files)
@@ -372,7 +375,7 @@ def test_download_killed_midway_resumes_without_corruption_or_recopying(
 
 
 @pytest.mark.slow
-def test_credentials_never_appear_in_output(proxy: FaultProxy, aws: str, tmp_path: Path,
+def test_credentials_never_appear_in_output(proxy: FaultProxy, s3_endpoint: str, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     secret, key_id = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYzz", "AKIAIOSFODNN7ZZZZZZZ"
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
@@ -396,7 +399,7 @@ def test_credentials_never_appear_in_output(proxy: FaultProxy, aws: str, tmp_pat
     assert redact(f"https://{key_id}:{secret}@host/x?X-Amz-Signature=abc") == "https://***@host/x?X-Amz-Signature=***"
 
 
-def test_bad_object_keys_and_missing_sources(proxy: FaultProxy, aws: str, tmp_path: Path) -> None:
+def test_bad_object_keys_and_missing_sources(proxy: FaultProxy, s3_endpoint: str, tmp_path: Path) -> None:
     with pytest.raises(S3TransferError, match="cannot be written as a local path"):
         safe_relative("data/../../etc/passwd", "data/")
     with pytest.raises(S3TransferError, match="nothing to copy"):
