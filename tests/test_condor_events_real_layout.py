@@ -9,13 +9,13 @@ from pathlib import Path
 
 import htcondor2
 
-from dagflow.engines.condor import events
+from dagflow.engines.condor import event_log as events
 
 LOG = Path(__file__).parent / "data" / "condor-pool" / "region-retrain.dag.nodes.log"
 
 
 def test_scan_finds_every_node_of_a_pool_written_log() -> None:
-    jobs = events.scan_events(LOG.read_bytes())
+    jobs = events.node_jobs(events.read_events(LOG))
     # That run: each stage node failed three times (RETRY 2) with exit 127; nothing else was submitted.
     assert sorted(jobs) == ["stage.br", "stage.de", "stage.jp", "stage.us"]
     for job in jobs.values():
@@ -27,10 +27,11 @@ def test_scan_agrees_with_htcondor_reader_on_the_node_of_each_job() -> None:
     for event in htcondor2.JobEventLog(str(LOG)).events(stop_after=0):
         if event.type == htcondor2.JobEventType.SUBMIT:
             node_of[event.cluster] = str(event["StructuredNotes"]["DAGNodeName"])
-    jobs = events.scan_events(LOG.read_bytes())
+    jobs = events.node_jobs(events.read_events(LOG))
     latest = {node: max(c for c, n in node_of.items() if n == node) for node in set(node_of.values())}
     assert {name: job.cluster for name, job in jobs.items()} == latest
 
 
 def test_bindings_reader_and_scan_agree_on_a_pool_written_log() -> None:
-    assert events.read_events_with_bindings(LOG) == events.scan_events(LOG.read_bytes())
+    assert list(events.read_events(LOG)) == list(events.bindings_events(LOG))
+    assert events.node_jobs(events.bindings_events(LOG)) == events.node_jobs(events.read_events(LOG))

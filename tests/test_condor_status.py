@@ -27,7 +27,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dagflow.cli import app
-from dagflow.engines.condor import events, jobstate, status_files
+from dagflow.engines.condor import event_log as events
+from dagflow.engines.condor import jobstate, status_files
 from dagflow.engines.condor.engine import prepare_condor
 from dagflow.engines.condor.observe import read_condor_status
 from dagflow.engines.registry import engine_of_run, read_run_status
@@ -37,6 +38,16 @@ DATA = Path(__file__).parent / "data" / "condor"
 TRAIN_STDERR = (
     'Traceback (most recent call last):\n  File "train.py", line 40, in <module>\nValueError: lr must be > 0\n'
 )
+
+
+def _jobs(path: Path) -> dict[str, events.NodeJob]:
+    return events.node_jobs(events.read_events(path))
+
+
+def _jobs_by_bindings(path: Path) -> dict[str, events.NodeJob]:
+    """The same fold over htcondor2.JobEventLog's events (whose every event the text reader must read alike)."""
+    assert list(events.read_events(path)) == list(events.bindings_events(path))
+    return events.node_jobs(events.bindings_events(path))
 
 
 def make_run(runs_dir: Path, scenario: str, submitted: bool = True, files: bool = True):  # -> Prepared
@@ -78,11 +89,11 @@ def test_jobeventlog_reads_the_hand_written_event_log(scenario: str) -> None:
 @pytest.mark.parametrize("scenario", ["running", "failed"])
 def test_fast_event_scan_agrees_with_jobeventlog(scenario: str) -> None:
     path = DATA / scenario / "dagflow.jobs.log"
-    assert events.read_events(path) == events.read_events_with_bindings(path)
+    assert _jobs(path) == _jobs_by_bindings(path)
 
 
 def test_event_scan_facts() -> None:
-    jobs = events.read_events(DATA / "failed" / "dagflow.jobs.log")
+    jobs = _jobs(DATA / "failed" / "dagflow.jobs.log")
     assert jobs["fetch.br"].state == events.EXITED and jobs["fetch.br"].exit_code == 0
     assert (jobs["fetch.br"].holds, jobs["fetch.br"].evictions, jobs["fetch.br"].hold_code) == (1, 1, 34)
     assert (jobs["train.us"].cluster, jobs["train.us"].jobs, jobs["train.us"].exit_code) == (107, 3, 1)
@@ -97,8 +108,8 @@ def test_event_scan_of_generated_logs_agrees_with_jobeventlog(tmp_path: Path) ->
     finally:
         sys.path.pop(0)
     status_path, log_path, js_path = write_files(tmp_path, 600)
-    jobs = events.read_events(log_path)
-    assert len(jobs) == 600 and jobs == events.read_events_with_bindings(log_path)
+    jobs = _jobs(log_path)
+    assert len(jobs) == 600 and jobs == _jobs_by_bindings(log_path)
     data = status_path.read_bytes()
     assert status_files.parse_node_status(data).nodes == status_files.parse_node_status_with_classad(data)
     assert len(jobstate.read_jobstate(js_path).nodes) == 600  # type: ignore[union-attr]
@@ -119,9 +130,9 @@ def test_an_event_log_in_the_old_date_format_and_without_dag_nodes(tmp_path: Pat
         "\t0  -  Run Bytes Sent By Job\n\t0  -  Run Bytes Received By Job\n"
         "\t0  -  Total Bytes Sent By Job\n\t0  -  Total Bytes Received By Job\n...\n"
     )
-    jobs = events.read_events(path)
+    jobs = _jobs(path)
     assert list(jobs) == ["a"] and jobs["a"].signal == 9 and jobs["a"].exit_code is None
-    assert jobs == events.read_events_with_bindings(path)
+    assert jobs == _jobs_by_bindings(path)
 
 
 @pytest.mark.parametrize("scenario", ["running", "failed"])

@@ -8,7 +8,7 @@ Found by the pool test test_condor_user_path (a running train job shown queued u
 
 from __future__ import annotations
 
-from dagflow.engines.condor import events as ev
+from dagflow.engines.condor import event_log as ev
 from dagflow.engines.condor.jobstate import parse_jobstate
 from dagflow.engines.condor.observe import fold
 from dagflow.plan.index import PlanIndex

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from dagflow.bounded import BoundedInputError, check_json_depth
-from dagflow.engines.condor import usage_log
-from dagflow.engines.condor.usage_events import segment_keys
-from dagflow.engines.condor.usage_log import record_condor_usage
+from dagflow.engines.condor import usage_records
+from dagflow.engines.condor.event_log import segment_keys
+from dagflow.engines.condor.usage_records import record_condor_usage
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.run import usage as usage_module
 from dagflow.run.journal import JournalState
@@ -92,7 +92,7 @@ def test_a_condor_log_with_no_new_segment_parses_no_usage_record(
     def parse(*args: object, **kwargs: object) -> object:
         raise AssertionError("usage.jsonl parsed although every segment is recorded")
 
-    monkeypatch.setattr(usage_log, "read_usage", parse)
+    monkeypatch.setattr(usage_records, "read_usage", parse)
     monkeypatch.setattr(usage_module, "_parse", parse)
     assert record_condor_usage(tmp_path, _plan(), log) == 0
     monkeypatch.undo()

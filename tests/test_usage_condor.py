@@ -1,4 +1,4 @@
-"""HTCondor usage records (engines/condor/usage_events.py): from the nodes' job event log, read by the real
+"""HTCondor usage records (engines/condor/usage_records.py): from the nodes' job event log, read by the real
 htcondor2.JobEventLog, into usage.jsonl once per job segment however often status reads the log.
 
 The pool test proves it end to end: a node that holds 200 MB shows a peak in that range, and the
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dagflow.engines.condor.usage_events import segment_keys
-from dagflow.engines.condor.usage_log import record_condor_usage
+from dagflow.engines.condor.event_log import segment_keys
+from dagflow.engines.condor.usage_records import record_condor_usage
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.run.usage import read_usage
 from tests.condor_pool import Pool
@@ -170,7 +170,7 @@ def test_reading_again_or_concurrently_adds_nothing(tmp_path: Path) -> None:
     plan_file.write_text(_plan(tmp_path).to_json())
     script = (
         "import sys; from pathlib import Path; from dagflow.plan import Plan;"
-        "from dagflow.engines.condor.usage_log import record_condor_usage;"
+        "from dagflow.engines.condor.usage_records import record_condor_usage;"
         "d = Path(sys.argv[1]); print(record_condor_usage(d, Plan.from_json((d / 'plan.json').read_text()),"
         " d / 'dagflow.jobs.log'))"
     )

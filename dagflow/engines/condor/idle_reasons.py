@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 
 import classad2
 
-from dagflow.engines.condor import events as ev
+from dagflow.engines.condor import event_log as ev
 from dagflow.engines.condor.records import CondorRecord
 from dagflow.plan.index import PlanIndex
 from dagflow.run.journal import NodeRecord

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dagflow.engines.condor import events as ev
+from dagflow.engines.condor import event_log as ev
 from dagflow.engines.condor import idle_reasons
 from dagflow.engines.condor import status_cache as cache
 from dagflow.engines.condor import status_files as sf
@@ -35,7 +35,7 @@ from dagflow.engines.condor.dagman_start import not_started_reason
 from dagflow.engines.condor.jobstate import EVENT_STATES, JobstateLog, NodeHistory, read_jobstate
 from dagflow.engines.condor.records import CondorRecord, condor_dir
 from dagflow.engines.condor.submit_writer import EVENT_LOG
-from dagflow.engines.condor.usage_log import record_condor_usage
+from dagflow.engines.condor.usage_records import record_condor_usage
 from dagflow.engines.condor.verdicts import record_verdicts_seen
 from dagflow.plan.index import PlanIndex
 from dagflow.run.journal import (
@@ -174,31 +174,9 @@ def _why(state: str, job: ev.NodeJob | None, ad: sf.NodeStatusAd | None, exit_co
 def _dagman_job(record: CondorRecord) -> ev.NodeJob | None:
     """The latest DAGMan job's state, from its own (small) event log; None before it has one."""
     latest = record.latest
-    if latest is None or not record.dagman_log.is_file():
+    if latest is None:
         return None
-    import htcondor2
-
-    job: ev.NodeJob | None = None
-    for event in htcondor2.JobEventLog(str(record.dagman_log)).events(0):
-        if event.cluster != latest.cluster:
-            continue
-        code = int(event.type)
-        if code == ev.SUBMIT:
-            job = ev.NodeJob(event.cluster)
-        elif job is None:
-            continue
-        elif code == ev.EXECUTE:
-            job.state = ev.RUNNING
-        elif code == ev.TERMINATED:
-            job.state = ev.EXITED
-            job.exit_code = event.get("ReturnValue")
-        elif code == ev.ABORTED:
-            job.state, job.removed_reason = ev.REMOVED, event.get("Reason")
-        elif code == ev.HELD:
-            job.state, job.hold_reason = ev.HELD_STATE, event.get("HoldReason")
-        elif code in (ev.RELEASED, ev.EVICTED):
-            job.state = ev.QUEUED
-    return job
+    return ev.job_of(ev.read_events(record.dagman_log, {latest.cluster}, strict=False))
 
 
 def fold(
@@ -380,7 +358,7 @@ def _read_condor_status(layout: RunLayout, use_kept: bool) -> RunStatus:
     key["files"]["usage"] = cache.file_mark(inputs["usage"])  # as recorded: status reads it after this
     snapshot = sf.read_node_status(files.node_status)
     history = read_jobstate(files.jobstate_log)
-    jobs = ev.read_events(event_log)
+    jobs = ev.node_jobs(ev.read_events(event_log, strict=False, kinds=ev.JOB_KINDS))
     dagman = _dagman_job(record)
     latest = record.latest
     exited = read_dagman_out(record.dagman_out, latest.cluster, latest.t) if latest is not None else None
@@ -458,7 +436,7 @@ def _kept_status(
 
 
 def record_usage_seen(layout: RunLayout, index: PlanIndex, event_log: Path) -> None:
-    """Record what the node jobs that ended used (usage_log.py), before status reads usage.jsonl.
+    """Record what the node jobs that ended used (usage_records.py), before status reads usage.jsonl.
 
     A run directory this user cannot write, or a log the bindings cannot read, leaves usage unrecorded;
     status goes on without it."""

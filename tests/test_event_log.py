@@ -1,8 +1,8 @@
-"""The text reader of the nodes' job event log (engines/condor/usage_log.py) gives the usage records
-htcondor2.JobEventLog's events give, line for line: on the pool's own logs, on the layouts it reads itself
-(every variant of each event it knows), on the ones it declines and leaves to the bindings (whose records
-it puts back in log order), on a log read in tiny pieces, and on a log the real pool writes for a DAG whose
-node job was evicted and held (the pool test)."""
+"""The one reader of HTCondor job event logs (engines/condor/event_log.py) reads the events
+htcondor2.JobEventLog reads, and so gives the usage records they give, line for line: on the pool's own
+logs, on the layouts it reads itself (every variant of each event it knows), on the ones it declines and
+leaves to the bindings (in log order all the same), on a log read in tiny pieces, and on a log the real pool
+writes for a DAG whose node job was evicted and held (the pool test)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from dagflow.engines.condor import usage_log
-from dagflow.engines.condor.usage_events import _parsed_events, segment_keys, usage_records
-from dagflow.engines.condor.usage_log import read_records, record_condor_usage
+from dagflow.engines.condor import event_log as ev
+from dagflow.engines.condor import usage_records as ur
+from dagflow.engines.condor.event_log import segment_keys
+from dagflow.engines.condor.usage_records import read_records, record_condor_usage, usage_records
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.run.usage import encode_usage, read_usage
 from tests.condor_pool import Pool
@@ -46,11 +47,13 @@ def _nodes_of(log: Path) -> list[str]:
 
 
 def _bindings_lines(log: Path, plan: Plan) -> list[bytes]:
-    return [encode_usage(record) for record in usage_records(_parsed_events(log, log), plan)]
+    return [encode_usage(record) for record in usage_records(ev.bindings_events(log), plan)]
 
 
-def _same_as_bindings(log: Path, plan: Plan | None = None) -> list[usage_log.Line]:
-    """The text reader's records of the log, asserted to be the bindings' (lines, keys and attempts)."""
+def _same_as_bindings(log: Path, plan: Plan | None = None) -> list[ur.Line]:
+    """The text reader's records of the log, asserted to be the bindings' (lines, keys and attempts), as
+    its events are (every kind, every field)."""
+    assert list(ev.read_events(log)) == list(ev.bindings_events(log))
     plan = plan or _plan([name for name in _nodes_of(log) if name != "not-in-plan"], log.parent)
     text = read_records(log, plan)
     assert [line.text for line in text] == _bindings_lines(log, plan)
@@ -255,7 +258,7 @@ def test_every_layout_the_reader_reads_is_the_bindings_reading(tmp_path: Path, m
     log = tmp_path / "dagflow.jobs.log"
     log.write_text(READ_LOG)
     declined = []
-    monkeypatch.setattr(usage_log, "_bindings_records", lambda *args: declined.append(args) or [])
+    monkeypatch.setattr(ev._Reader, "bindings", lambda self, *args: declined.append(args) or [])
     text = _same_as_bindings(log)
     assert declined == []  # all read by the text reader
     assert [(line.node, line.key, line.attempt) for line in text] == [
@@ -275,7 +278,7 @@ def test_reading_in_small_pieces_changes_nothing(tmp_path: Path, monkeypatch: py
     log = tmp_path / "dagflow.jobs.log"
     log.write_text(READ_LOG + DECLINED_LOG)
     whole = read_records(log, _plan(_nodes_of(log), tmp_path))
-    monkeypatch.setattr(usage_log, "CHUNK", 100)  # smaller than an event: each piece is one event
+    monkeypatch.setattr(ev, "CHUNK", 100)  # smaller than an event: each piece is one event
     assert read_records(log, _plan(_nodes_of(log), tmp_path)) == whole
 
 
@@ -345,7 +348,7 @@ def test_small_cluster_ids_are_recorded_once(tmp_path: Path, monkeypatch: pytest
     def parsed_again(*args: object) -> None:
         raise AssertionError("the log was parsed again")
 
-    monkeypatch.setattr(usage_log, "read_records", parsed_again)
+    monkeypatch.setattr(ur, "read_records", parsed_again)
     assert record_condor_usage(tmp_path, plan, log) == 0
     assert len(read_usage(tmp_path)) == 12
 
@@ -366,10 +369,10 @@ def test_a_big_log_is_read_in_seconds_and_pieces(tmp_path: Path, monkeypatch: py
     log.write_text("".join(events))
     plan = _plan([f"t{index}" for index in range(2000)], tmp_path)
     sizes = []
-    pieces = usage_log.log_pieces
-    monkeypatch.setattr(usage_log, "CHUNK", 64 * 1024)
+    pieces = ev.log_pieces
+    monkeypatch.setattr(ev, "CHUNK", 64 * 1024)
     monkeypatch.setattr(
-        usage_log, "log_pieces", lambda path, size=None: (sizes.append(len(p)) or p for p in pieces(path, size))
+        ev, "log_pieces", lambda path, size=None: (sizes.append(len(p)) or p for p in pieces(path, size))
     )
     text = read_records(log, plan)
     assert [line.text for line in text] == _bindings_lines(log, plan)
@@ -437,9 +440,11 @@ def test_a_pool_log_with_an_eviction_and_a_hold_reads_as_the_bindings_read_it(co
     assert log == run_dir / "condor" / "dagflow.jobs.log"
     plan = Plan.from_json((run_dir / "plan.json").read_text())
     text = _same_as_bindings(log, plan)
-    reader = usage_log._Reader(plan, None)
-    reader.read(log)
-    assert reader.declined == {}  # every event of this log read by the text reader itself
+    declined: list[object] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ev._Reader, "bindings", lambda self, *args: declined.append(args) or [])
+        list(ev.read_events(log))
+    assert declined == []  # every event of this log read by the text reader itself
     # condor_hold of a running job: HTCondor 25 evicts it (004), then holds it (012) while it is idle
     assert b"Job was held.\n\taudit by ops" in log.read_bytes()
     kinds = [line.key.split(".", 1)[-1] if "." in line.key else "end" for line in text if line.node == "mover"]
@@ -468,7 +473,7 @@ def test_a_self_checkpointing_job_s_wall_time_covers_every_restart(tmp_path: Pat
     for code, wall_us, wall_br in ((85, 28.0, 25.0), (None, 8.0, 9.0)):
         plan = _gpu_train_plan(tmp_path, code)
         source = plan if through == "plan" else PlanIndex.from_dict(json.loads(PlanIndex.of(plan).to_json()))
-        records = {r.node: r for r in usage_records(_parsed_events(GPU_POOL_LOG, GPU_POOL_LOG), source)}
+        records = {r.node: r for r in usage_records(ev.bindings_events(GPU_POOL_LOG), source)}
         text = {json.loads(line.text)["node"]: json.loads(line.text) for line in read_records(GPU_POOL_LOG, source)}
         assert (records["train.us"].wall_s, records["train.br"].wall_s) == (wall_us, wall_br)
         assert (text["train.us"]["wall_s"], text["train.br"]["wall_s"]) == (wall_us, wall_br)
