@@ -4,15 +4,22 @@ At most `max_bytes` are read, the text must be UTF-8, and JSON may nest at most 
 (Python's json module recurses once per level: a deep enough document raises RecursionError). Every
 problem is a BoundedInputError carrying the line and column it was found at, for the caller to put
 in its own message beside the file's or the service's name.
+
+A file a job wrote (a metrics file, its stdout or stderr, an entry of an input directory) is opened
+only with `open_regular`: opening never waits (O_NONBLOCK: a FIFO without a writer would block open
+and read for ever) and anything but a regular file (a FIFO, a device, a socket, a directory) is
+refused before a byte is read; files read whole are read with `read_bounded`, at most a cap.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
-from pathlib import Path
-from typing import Any
+import stat
+from typing import Any, BinaryIO
 
+MAX_JOB_FILE_BYTES = 16 * 1024 * 1024  # a file a job wrote that dagflow reads whole (a metrics file)
 MAX_DEPTH = 32  # levels of nesting; far above what the files and answers dagflow reads use (a handful)
 
 # A JSON string (skipped whole: brackets inside it do not nest), or a bracket. The string pattern is
@@ -28,13 +35,34 @@ class BoundedInputError(Exception):
         self.column = column
 
 
-def read_bounded(path: Path, max_bytes: int) -> bytes:
-    """The file's bytes; BoundedInputError when it holds more than max_bytes (OSError as open raises it)."""
-    with Path(path).open("rb") as handle:
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """path opened for reading, when it is a regular file (or a symlink to one); BoundedInputError when it
+    is something else, OSError as open raises it. Never blocks, and never makes a terminal ours."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise BoundedInputError(f"{_kind(mode)}, not a regular file: dagflow reads only regular files here")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bounded(path: str | os.PathLike[str], max_bytes: int = MAX_JOB_FILE_BYTES) -> bytes:
+    """The regular file's bytes; BoundedInputError when it holds more than max_bytes or is no regular file."""
+    with open_regular(path) as handle:
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
-        raise BoundedInputError(f"larger than {_size(max_bytes)} (the limit for this file)")
+        raise BoundedInputError(f"larger than {_size(max_bytes)}, the most dagflow reads of this file")
     return data
+
+
+def read_tail(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The regular file's last max_bytes bytes (all of it when shorter); errors as open_regular's."""
+    with open_regular(path) as handle:
+        handle.seek(max(0, handle.seek(0, os.SEEK_END) - max_bytes))
+        return handle.read(max_bytes)
 
 
 def decode_utf8(data: bytes) -> str:
@@ -77,6 +105,12 @@ def _position(text: str | bytes, index: int) -> tuple[int, int]:
     newline = "\n" if isinstance(text, str) else b"\n"
     line = text.count(newline, 0, index) + 1  # type: ignore[arg-type]
     return line, index - (text.rfind(newline, 0, index) + 1) + 1  # type: ignore[arg-type]
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "a special file")
 
 
 def _size(count: int) -> str:

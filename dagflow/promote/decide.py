@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from dagflow.bounded import BoundedInputError, loads_json
+from dagflow.bounded import BoundedInputError, loads_json, read_bounded
 from dagflow.errors import DagflowError
 
 PROMOTED, KEPT, FAILED = "promoted", "kept", "failed"
@@ -54,10 +53,10 @@ def _shown(value: Any) -> str:
 
 def read_metrics(path: str) -> dict[str, Any]:
     try:
-        data = loads_json(Path(path).read_text(encoding="utf-8"))
+        data = loads_json(read_bounded(path))
     except FileNotFoundError:
         raise PromotionInputError(f"metrics file {path} does not exist: did the evaluate step write it?") from None
-    except (OSError, ValueError, BoundedInputError) as error:
+    except (OSError, BoundedInputError) as error:
         raise PromotionInputError(f"metrics file {path} is not readable JSON: {error}") from None
     if not isinstance(data, dict):
         raise PromotionInputError(f"metrics file {path} must hold a JSON object of metric names to values")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dagflow.bounded import BoundedInputError, loads_json
+from dagflow.bounded import BoundedInputError, loads_json, read_bounded
 from dagflow.engines.registry import read_run_status
 from dagflow.plan import Plan
 from dagflow.run.journal import NodeRecord
@@ -88,7 +88,7 @@ def read_metrics(plan: Plan) -> tuple[dict[str, dict[str, Any]], int]:
         if not path.is_absolute():
             path = workdir / path
         try:
-            data = last_object(path.read_text(encoding="utf-8", errors="replace"))
+            data = last_object(read_bounded(path).decode("utf-8", errors="replace"))
         except (OSError, BoundedInputError):
             continue
         if isinstance(data, dict):

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dagflow.bounded import BoundedInputError, loads_json
+from dagflow.bounded import BoundedInputError, loads_json, read_bounded
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.plan.model import PROMOTE_SUFFIX
@@ -39,8 +39,8 @@ def write_verdict(run_dir: Path, verdict: Verdict) -> Path:
 
 def read_verdict(run_dir: Path, node: str) -> dict[str, Any] | None:
     try:
-        data = loads_json((run_dir / PROMOTIONS_DIR / f"{node}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, BoundedInputError):
+        data = loads_json(read_bounded(run_dir / PROMOTIONS_DIR / f"{node}.json"))
+    except (OSError, BoundedInputError):
         return None
     return data if isinstance(data, dict) else None
 

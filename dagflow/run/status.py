@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
+from dagflow.bounded import BoundedInputError, read_tail
 from dagflow.plan import Plan
 from dagflow.plan.index import PlanIndex
 from dagflow.run.journal import (
@@ -307,11 +308,8 @@ class RunStatus:
         """The last lines a node wrote to stderr (its latest attempt's, where the engine keeps one file)."""
         path: Path = self.layout.stderr_path(node)
         try:
-            with open(path, "rb") as handle:
-                size = handle.seek(0, 2)
-                handle.seek(max(0, size - 8192))
-                text = handle.read().decode("utf-8", "replace")
-        except OSError:
+            text = read_tail(path, 8192).decode("utf-8", "replace")
+        except (OSError, BoundedInputError):
             return []
         return text.splitlines()[-lines:]
 

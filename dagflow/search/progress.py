@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dagflow.bounded import BoundedInputError, loads_json
+from dagflow.bounded import BoundedInputError, loads_json, open_regular
 from dagflow.run.progress_stream import STREAM_MARKER, STREAM_START, StreamedFile
 
 Curve = dict[int, float]  # step -> metric value
@@ -105,13 +105,13 @@ class ProgressReader:
         streamed = isinstance(source, StreamedFile)
         path = source.path if isinstance(source, StreamedFile) else source
         try:
-            with path.open("rb") as handle:
+            with open_regular(path) as handle:
                 size = os.fstat(handle.fileno()).st_size
                 if size < state.offset or (streamed and state.head and handle.read(len(state.head)) != state.head):
                     state.offset, state.curve, state.head, state.skipping = 0, {}, b"", False  # rewritten
                 handle.seek(state.offset)
                 chunk = handle.read(min(size - state.offset, MAX_READ))
-        except OSError:
+        except (OSError, BoundedInputError):
             return state.curve
         complete = chunk.rfind(b"\n") + 1  # a line still being written waits for the next read
         if complete == 0 and len(chunk) >= MAX_LINE:  # no line end in sight: skip what there is

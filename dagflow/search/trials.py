@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from dagflow.bounded import BoundedInputError, loads_json
+from dagflow.bounded import BoundedInputError, decode_utf8, loads_json, read_bounded
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.plan.expand import expand
@@ -134,11 +134,13 @@ def config_of(source: TrialSource) -> dict[str, Any]:
 
 def read_metric(path: Path, metric: str) -> float:
     try:
-        data = last_object(path.read_text(encoding="utf-8"))
+        data = last_object(decode_utf8(read_bounded(path)))
     except FileNotFoundError:
         raise TrialError(f"metrics file {path} was not written") from None
-    except (OSError, ValueError, BoundedInputError) as error:
-        raise TrialError(f"metrics file {path} is not JSON: {error}") from None
+    except OSError as error:
+        raise TrialError(f"metrics file {path} cannot be read: {error.strerror}") from None
+    except BoundedInputError as error:
+        raise TrialError(f"metrics file {path} is {error}") from None
     if not isinstance(data, dict) or metric not in data:
         keys = sorted(data) if isinstance(data, dict) else []
         raise TrialError(f"metrics file {path} has no {metric!r} (keys: {', '.join(map(str, keys)) or 'none'})")
@@ -381,8 +383,8 @@ class SpearmintTrials:
     def _result(plan: Plan) -> dict[str, Any]:
         path = plan.nodes[JOB_STEP].metrics
         try:
-            data = loads_json(Path(path or "").read_text(encoding="utf-8"))
-        except (OSError, ValueError, BoundedInputError):
+            data = loads_json(read_bounded(path or ""))
+        except (OSError, BoundedInputError):
             return {}
         return data if isinstance(data, dict) else {}
 

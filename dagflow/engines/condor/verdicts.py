@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from itertools import pairwise
 
+from dagflow.bounded import BoundedInputError, read_tail
 from dagflow.plan import Plan
 from dagflow.plan.index import PlanIndex
 from dagflow.plan.model import PROMOTE_SUFFIX
@@ -42,9 +43,7 @@ def record_verdicts_seen(layout: RunLayout, index: PlanIndex, records: Mapping[s
             written = output.stat().st_mtime
             if target.exists() and target.stat().st_mtime >= written:
                 continue
-            with open(output, "rb") as handle:
-                handle.seek(max(0, handle.seek(0, 2) - _TAIL))
-                found = verdict_line(handle.read().decode("utf-8", "replace"), name)
+            found = verdict_line(read_tail(output, _TAIL).decode("utf-8", "replace"), name)
             if found is None:
                 continue
             plan = plan or layout.load_plan()
@@ -55,7 +54,7 @@ def record_verdicts_seen(layout: RunLayout, index: PlanIndex, records: Mapping[s
                 better=args.get("--better", ""), model=args.get("--model"), pointer=args.get("--than"),
                 run_id=args.get("--run-id"),
             ))  # fmt: skip
-        except (OSError, KeyError, ValueError):
+        except (OSError, KeyError, ValueError, BoundedInputError):
             continue
 
 

@@ -9,6 +9,8 @@ unchanged: at each success the index also records a fingerprint of the node's pr
 outputs and, for a transfer step, its destination): every file's absolute path, size and mtime_ns, so
 a deleted or rewritten output, or the same pipeline copied to another directory, is a miss. Entries
 written before fingerprints (no "o") fall back to "the declared outputs exist".
+An entry of an input directory that is not a regular file (a FIFO, a device) counts by its name alone:
+its content is never read (bounded.open_regular), so it cannot block the run.
 File content hashes are remembered by (size, mtime, inode) in `<cache-dir>/files.json`, as git's index
 does, so unchanged large inputs are not read again.
 """
@@ -22,6 +24,7 @@ import posixpath
 import time
 from pathlib import Path
 
+from dagflow.bounded import BoundedInputError, open_regular
 from dagflow.files import write_atomic
 from dagflow.plan import Node, Plan
 from dagflow.plan.script_files import ScriptFiles
@@ -150,7 +153,11 @@ class NodeCache:
         cached = self._memo.get(str(file))
         if cached is not None and cached[:3] == signature:
             return cached[3]
-        with open(file, "rb") as handle:
+        try:
+            handle = open_regular(file)
+        except BoundedInputError:
+            return "not-a-regular-file"
+        with handle:
             digest = hashlib.file_digest(handle, "sha256").hexdigest()
         self._memo[str(file)] = [*signature, digest]
         self._memo_dirty = True
