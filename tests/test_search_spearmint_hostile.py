@@ -36,6 +36,7 @@ NOT_UTF8_JSON = b'{"main-file": "f.py",\n "experiment-name": "caf\xe9", "variabl
 NOT_UTF8_PB = b'name: "f\xe9"\n' + PB_VARIABLE.encode()
 HUGE_SIZE_JSON = config_json(variables={"x": {"type": "FLOAT", "size": 100_000_000, "min": 0, "max": 1}})
 HUGE_SIZE_PB = b'name: "f"\nvariable { name: "x" type: FLOAT size: 100000000 min: 0 max: 1 }\n'
+INFINITE_PB = b'name: "f"\nvariable { name: "x" type: FLOAT min: 0 max: 1e400 }\n'
 WIDE_JSON = config_json(variables={f"v{i}": {"type": "FLOAT", "size": 600, "min": 0, "max": 1} for i in range(2)})
 OUTSIDE = "/tmp/dagflow-test-outside-main.py"  # never created: the config is refused before anything runs
 TASK_MAIN_UP = json.dumps(
@@ -64,6 +65,11 @@ CASES: dict[str, tuple[str, bytes, str]] = {
         "config.pb",
         HUGE_SIZE_PB,
         f"{at(HUGE_SIZE_PB, b'100000000')}: variable.x.size: size must be at most 1000, not 100000000",
+    ),
+    "pb-infinite-max": (
+        "config.pb",
+        INFINITE_PB,
+        f"{at(INFINITE_PB, b'1e400')}: variable.x.max: a bound must be a finite number, not inf",
     ),
     "json-dimensions": (
         "config.json",

@@ -23,8 +23,8 @@ Refused, with a message naming the file: MATLAB (and MCR, SHELL) experiments, wh
 cannot call, and the spearmint-lite format (a config.json of bare variables, jobs run by hand through
 results.dat), which has no main file to run. A config is read as untrusted input: at most 1 MiB of
 UTF-8, nested at most MAX_DEPTH levels, a main file inside the experiment directory (no absolute path,
-no `..`), an experiment name that can name the search's runs, a variable's size at most MAX_SIZE and
-at most MAX_DIMENSIONS dimensions in all.
+no `..`), an experiment name that can name the search's runs, finite bounds, a variable's size at most
+MAX_VARIABLE_SIZE and at most MAX_DIMENSIONS dimensions in all (spec/model.py: the rules of a search block).
 
 config.pb fields read: language, name (the main module, e.g. "branin" for branin.py) and repeated
 `variable { name type size min max options }`. The experiment name is the directory's name.
@@ -44,7 +44,7 @@ from dagflow.errors import DagflowError, Diagnostic, SpecError
 from dagflow.run.ids import validate_run_id
 from dagflow.search.space import SearchSpace
 from dagflow.search.spearmint_pb import Located, parse_pb
-from dagflow.spec.model import VariableSpec
+from dagflow.spec.model import VariableSpec, too_many_dimensions
 from dagflow.spec.yamlpos import Positions, load_yaml
 
 CONFIG_FILES = ("config.json", "config.pb")
@@ -66,9 +66,6 @@ INSTEAD = {
 TASK_TYPES = ("OBJECTIVE", "CONSTRAINT")
 _VARIABLE_FIELDS = ("type", "size", "min", "max", "options")
 MAX_CONFIG_BYTES = 1024 * 1024
-# Past these the search space is no longer one the optimisers can model (nor its params one argv).
-MAX_SIZE = 1000
-MAX_DIMENSIONS = 1000
 
 
 @dataclass(frozen=True)
@@ -451,13 +448,8 @@ class _Builder:
             spec = self.variable(str(name), located, label)
             if spec is not None:
                 out[str(name)] = spec
-        dimensions = sum(spec.size * (len(spec.options or ()) if spec.type == "ENUM" else 1) for spec in out.values())
-        if dimensions > MAX_DIMENSIONS:
-            message = (
-                f"{dimensions} dimensions in all (each element of a variable, each option of an ENUM's): "
-                f"dagflow's optimisers take at most {MAX_DIMENSIONS}"
-            )
-            self.add(item, label, message)
+        if (problem := too_many_dimensions(out)) is not None:
+            self.add(item, label, problem)
         return out
 
     def variable(self, name: str, item: Located, label: str) -> VariableSpec | None:
@@ -485,8 +477,6 @@ class _Builder:
             number = value.value
             if isinstance(number, bool) or not isinstance(number, int | float):
                 self.add(value, f"{where}.{key}", f"{key} must be a number, not {number!r}")
-            elif key == "size" and number > MAX_SIZE:
-                self.add(value, f"{where}.{key}", f"size must be at most {MAX_SIZE}, not {number!r}")
             elif key == "size" and (not float(number).is_integer() or number < 1):
                 self.add(value, f"{where}.{key}", f"size must be a whole number >= 1, not {number!r}")
             else:

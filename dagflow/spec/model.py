@@ -6,6 +6,8 @@ Field names follow the design card's YAML sketch exactly. Sizes and durations ar
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -15,6 +17,7 @@ from pydantic import (
     Field,
     StringConstraints,
     WithJsonSchema,
+    field_validator,
     model_validator,
 )
 
@@ -244,6 +247,11 @@ class ObjectiveSpec(Strict):
     goal: Literal["minimize", "maximize"] = "minimize"
 
 
+# Past these a search space is no longer one the optimisers can model (nor its params one argv).
+MAX_VARIABLE_SIZE = 1000
+MAX_DIMENSIONS = 1000
+
+
 class VariableSpec(Strict):
     type: Literal["FLOAT", "INT", "ENUM"]
     min: float | None = None
@@ -251,6 +259,25 @@ class VariableSpec(Strict):
     scale: Literal["linear", "log"] = "linear"
     options: list[ScalarValue] | None = None
     size: int = Field(1, ge=1)
+
+    @field_validator("min", "max")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"a bound must be a finite number, not {value}")
+        return value
+
+    @field_validator("size")
+    @classmethod
+    def _not_absurd(cls, value: int) -> int:
+        if value > MAX_VARIABLE_SIZE:
+            raise ValueError(f"size must be at most {MAX_VARIABLE_SIZE}, not {value}")
+        return value
+
+    @property
+    def dimensions(self) -> int:
+        """The optimisers' coordinates this variable takes: one per element, per option of an ENUM's."""
+        return self.size * (len(self.options or ()) if self.type == "ENUM" else 1)
 
     @model_validator(mode="after")
     def _bounds(self) -> VariableSpec:
@@ -312,6 +339,24 @@ class SearchSpec(Strict):
         data = dict(data)
         data["optimizer"] = data.pop(OLD_OPTIMIZER_KEY)
         return data
+
+    @field_validator("variables")
+    @classmethod
+    def _modelled(cls, variables: dict[str, VariableSpec]) -> dict[str, VariableSpec]:
+        if (problem := too_many_dimensions(variables)) is not None:
+            raise ValueError(problem)
+        return variables
+
+
+def too_many_dimensions(variables: Mapping[str, VariableSpec]) -> str | None:
+    """Why the variables make a space too large for the optimisers, or None."""
+    dimensions = sum(spec.dimensions for spec in variables.values())
+    if dimensions <= MAX_DIMENSIONS:
+        return None
+    return (
+        f"{dimensions} dimensions in all (each element of a variable, each option of an ENUM's): "
+        f"dagflow's optimisers take at most {MAX_DIMENSIONS}"
+    )
 
 
 class ScheduleSpec(Strict):
