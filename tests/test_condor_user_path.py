@@ -304,6 +304,36 @@ def test_held_job_shows_its_hold_reason(condor_pool: Pool) -> None:
     condor_pool.wait_until(lambda: not _queue(condor_pool, f"DAGManJobId == {cluster}", "ClusterId"), "cleanup")
 
 
+def test_run_engine_condor_prints_an_execute_sides_hold_reason_inert(condor_pool: Pool) -> None:  # #40 item 18
+    workdir = condor_pool.workdir("held-run")
+    _pipeline(workdir, SLEEPERS.format(py=PY))
+    condor_pool.give(workdir)
+    argv = [sys.executable, "-m", "dagflow", "run", "--engine", "condor", "pipeline.yaml", "--data-mode", "shared"]
+    run = subprocess.Popen(condor_pool._as_user(argv, None), cwd=workdir, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        records = workdir / ".dagflow" / "runs"
+        record = condor_pool.wait_until(lambda: next(records.glob("*/condor/run.json"), None), "the DAG submitted")
+        run_id = record.parent.parent.name  # type: ignore[union-attr]
+        cluster = _dagman_cluster(workdir, run_id)
+        jobs = condor_pool.wait_until(
+            lambda: _queue(condor_pool, f"DAGManJobId == {cluster} && DAGNodeName == \"nap.us\"", "ClusterId"),
+            "nap.us to be queued",
+        )
+        condor_pool.run(["condor_hold", "-reason", "\x1b]0;pwned\x07\x1b[31mquota", jobs[0][0]])  # type: ignore[index]
+        condor_pool.wait_until(
+            lambda: _nodes(condor_pool.status(workdir, run_id))["nap.us"]["state"] == "held", "nap.us held"
+        )
+        condor_pool.dagflow(["cancel", run_id], cwd=workdir, check=False)
+        output, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert "held nap.us" in output and "pwned" in output, output
+    assert "\x1b" not in output and "\x07" not in output, repr(output)
+    assert "\\x1b]0;pwned\\x07\\x1b[31mquota" in output, output
+
+
 def test_run_engine_condor_runs_on_the_pool_and_resume_stays_there(condor_pool: Pool) -> None:
     workdir = condor_pool.workdir("run-engine")
     _pipeline(workdir, FLAKY.format())

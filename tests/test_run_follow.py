@@ -148,3 +148,29 @@ def test_the_live_view_counts_stay_whole_through_holds_and_retries(tmp_path: Pat
     }  # fmt: skip
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "on Grid Engine" in text and "held b: over its memory request" in text
+
+
+# What an execute side can put in a hold reason or a failure's why: a title change, a colour, a screen clear.
+HOSTILE = "\x1b]0;pwned\x07\x1b[31mred\x1b[2J"
+SHOWN = "\\x1b]0;pwned\\x07\\x1b[31mred\\x1b[2J"
+
+
+def test_a_hold_reason_and_a_why_are_printed_inert_by_both_views(tmp_path: Path) -> None:  # #40 item 18
+    plan, layout = plan_of(tmp_path)
+    hostile = [
+        status(plan, layout, prep=rec("held", 0, why=f"held: {HOSTILE} (HoldReasonCode 1)")),
+        status(plan, layout, alive=False, finished="failed", prep=rec("failed", 1, T0 + 1, T0 + 2, rc=1, why=HOSTILE),
+               a=rec("upstream_failed", 0), b=rec("upstream_failed", 0), gather=rec("upstream_failed", 0)),
+    ]  # fmt: skip
+    out = io.StringIO()
+    seen = iter(hostile)
+    follow_run(lambda: next(seen), PlainReporter(out), "HTCondor", poll_s=0)
+    assert "\x1b" not in out.getvalue() and "\x07" not in out.getvalue(), out.getvalue()
+    assert f"[0/4] held prep ({SHOWN} (HoldReasonCode 1))" in events(out.getvalue())
+    assert f"  failed prep: {SHOWN}; it printed nothing" in out.getvalue().splitlines()
+    console = Console(file=io.StringIO(), force_terminal=True, width=300)
+    seen = iter(hostile)
+    follow_run(lambda: next(seen), RichReporter(console=console), "HTCondor", poll_s=0)
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "\x1b]0;" not in text and "\x07" not in text and "\x1b[2J" not in text, repr(text)
+    assert "pwned" in text and "\\x1b]0;" in text

@@ -20,6 +20,7 @@ from dagflow.run.journal import CACHED, FAILED, PENDING, RUNNING, SUCCEEDED, UPS
 from dagflow.run.layout import RunLayout
 from dagflow.run.reporting import Reporter, RunInfo, summary_lines
 from dagflow.run.result import RunResult
+from dagflow.text import inert
 
 _STATE_STYLES = {
     SUCCEEDED: "green",
@@ -105,7 +106,7 @@ class RichReporter(Reporter):
         self.held.add(name)
         self.counts["held"] += 1
         reason = f": {why.removeprefix('held: ')}" if why else ""
-        self._print(Text(f"held {name}{reason}", style="bold magenta"))
+        self._print(f"held {name}{reason}", "bold magenta")
 
     def node_finished(
         self, name: str, state: str, attempt: int, rc: int | None, why: str | None, duration: float
@@ -121,7 +122,7 @@ class RichReporter(Reporter):
             self.counts["retrying"] += 1
             self.retrying.add(name)
             label = "retrying" if state == "retry" else "restarting from its checkpoint:"
-            self._print(Text(f"{label} {name}" + (f" ({why})" if why else ""), style="yellow"))
+            self._print(f"{label} {name}" + (f" ({why})" if why else ""), "yellow")
             return
         self.counts[state] += 1
         if state == SUCCEEDED:
@@ -130,7 +131,7 @@ class RichReporter(Reporter):
             self.group_failed[group] += 1
             path = RunLayout.from_run_dir(self.info.run_dir).failure_log(name)
             log = f"; see {path}" if path else ""
-            self._print(Text(f"failed {name}: {why}{log}", style="bold red"))
+            self._print(f"failed {name}: {why}{log}", "bold red")
 
     def node_cached(self, name: str) -> None:
         self.counts[PENDING] -= 1
@@ -163,9 +164,10 @@ class RichReporter(Reporter):
             style = "green" if result.ok else "red" if line.startswith(("run", "  failed")) else None
             self.console.print(Text(line, style=style or ""))
 
-    def _print(self, text: Text) -> None:
+    def _print(self, text: str, style: str) -> None:
+        """A line with what a job wrote in it (a hold reason, a why) shown inert (text.py)."""
         if self.live is not None:
-            self.live.console.print(text)
+            self.live.console.print(Text(inert(text), style=style))
 
     def _render(self) -> Group:
         total = len(self.info.plan.nodes)

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 from dagflow.plan import Plan
 from dagflow.run.promotions import promotion_lines, promotion_records
 from dagflow.run.result import RUN_INTERRUPTED, RUN_SUCCEEDED, RunResult
-from dagflow.text import plural
+from dagflow.text import inert, plural
 
 
 @dataclass(slots=True)
@@ -86,7 +86,7 @@ def summary_lines(result: RunResult, runs_dir_hint: str = "") -> list[str]:
     lines.extend(promotion_lines(result.run_dir, result.states))
     if result.state != RUN_SUCCEEDED:
         lines.append(f"resume with: dagflow run --resume {result.run_id}{runs_dir_hint}")
-    return lines
+    return [inert(line) for line in lines]  # a failure's why can quote what a job wrote
 
 
 class PlainReporter(Reporter):
@@ -102,10 +102,11 @@ class PlainReporter(Reporter):
         self._clock = (-1, "")  # (unix second, its HH:MM:SS)
 
     def _print(self, text: str) -> None:
+        """A line with what a job wrote in it (a hold reason, a why) shown inert (text.py)."""
         now = int(time.time())
         if now != self._clock[0]:
             self._clock = (now, time.strftime("%H:%M:%S", time.localtime(now)))
-        self._lines.append(f"{self._clock[1]} {text}\n")
+        self._lines.append(f"{self._clock[1]} {inert(text)}\n")
 
     def flush(self) -> None:
         if self._lines:
