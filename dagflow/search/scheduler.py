@@ -86,6 +86,7 @@ from dagflow.search.ownership import (
 from dagflow.search.progress import StreamedFile
 from dagflow.search.scheduler_engines import EngineSettings, make_engine
 from dagflow.search.scheduler_observe import (
+    CUT_SHORT,
     FAILED_RUN,
     NOT_STARTED,
     SUCCEEDED,
@@ -132,6 +133,10 @@ class EngineCannotStreamError(DagflowError):
 
 class SearchBusyError(DagflowError):
     pass
+
+
+class SearchStorageError(DagflowError):
+    """A trial's run stopped for a full disk: the search stops, its trials in flight stay so and resume."""
 
 
 @dataclass(slots=True)
@@ -375,6 +380,8 @@ class Scheduler:
                 continue
             if trial.state == RUNNING and self._stopper is not None:
                 self._stopper.resume(trial.run_id)
+            if trial.state == RUNNING:
+                self._resume_cut_short(trial)
             if trial.state != SUBMITTING:
                 continue
             trial = self._own_run(trial)
@@ -387,6 +394,15 @@ class Scheduler:
                 pid = runner_pid(run_dir)
                 self.store.mark_submitted(trial, str(pid) if pid is not None else None)
                 self.say(f"[{trial.label}] adopted run {trial.run_id}")
+
+    def _resume_cut_short(self, trial: Trial) -> None:
+        """A running trial whose run was cut short while no scheduler could record it (the disk was full, the
+        machine went down): its run is resumed, keeping its finished nodes, instead of counted as failed."""
+        run_dir = self.runs_dir / trial.run_id
+        observed = observe_run(run_dir, trial.submitted or trial.created, self.options.start_grace_s)
+        if observed.state == CUT_SHORT:
+            handle = self.engine.resume(run_dir)
+            self.say(f"[{trial.label}] resumed run {trial.run_id} (job {handle}): {observed.why}")
 
     def _fill(self, region: str) -> None:
         if region in self._exhausted:
@@ -490,7 +506,12 @@ class Scheduler:
                 self._succeeded(trial, run_dir)
             elif observed.state == FAILED_RUN:
                 self._end(trial, FAILED, error=observed.why)
-            elif observed.state in (VANISHED, NOT_STARTED):
+            elif observed.for_storage:  # the same disk holds the other trials' runs: none can go on
+                raise SearchStorageError(
+                    f"trial {trial.label}'s run {trial.run_id} stopped: {observed.why}; free some space, then run "
+                    "the same command again: the trials in flight resume"
+                )
+            elif observed.state in (VANISHED, NOT_STARTED, CUT_SHORT):
                 self._end(trial, FAILED, error=f"vanished: {observed.why}")
         if self._stopper is not None:
             self._early_stop(region)

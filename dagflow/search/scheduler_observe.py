@@ -7,11 +7,15 @@ keeps a search from waiting forever on a trial (Spearmint's wedge, HIPS/Spearmin
 - running: the engine says so (a local runner holds the run's lock; Slurm/DAGMan still hold jobs),
   or the local runner process that submit started is alive but has not taken the lock yet;
 - vanished: the run was started but its runner is gone without finishing it ("stopped"), or it was
-  never started and nothing is starting it after `start_grace_s`, or its run directory is gone.
+  never started and nothing is starting it after `start_grace_s`, or its run directory is gone;
+- cut short: vanished with its runner stopped without finishing (its finished nodes are journaled, and
+  a resume goes on from them); `for_storage` when the runner said it stopped for a full disk.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +32,19 @@ SUCCEEDED = "succeeded"
 FAILED_RUN = "failed"
 VANISHED = "vanished"
 NOT_STARTED = "not-started"  # prepared, never started, nothing starting it: submit it again
+CUT_SHORT = "cut-short"  # started, its runner gone, the run unfinished: a resume goes on from its journal
+# what a runner that stopped for a full disk says last (engines/local/runner.py RunStorageError)
+_STORAGE = tuple(os.strerror(code) for code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG))
 
 
 @dataclass(frozen=True, slots=True)
 class Observed:
     state: str
     why: str | None = None
+
+    @property
+    def for_storage(self) -> bool:
+        return self.state == CUT_SHORT and any(words in (self.why or "") for words in _STORAGE)
 
 
 def runner_pid(run_dir: Path) -> int | None:
@@ -73,7 +84,7 @@ def observe_run(run_dir: Path, since: float, start_grace_s: float) -> Observed:
     if status.state == SUCCEEDED:
         return Observed(SUCCEEDED)
     if status.state == RUN_STOPPED:
-        return Observed(VANISHED, f"its runner stopped without finishing ({_runner_tail(layout)})")
+        return Observed(CUT_SHORT, f"its runner stopped without finishing ({_runner_tail(layout)})")
     if status.state == RUN_NOT_STARTED:
         if young:
             return Observed(PENDING)

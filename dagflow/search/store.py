@@ -26,6 +26,7 @@ it (ownership.py), so another database's search of the same name never adopts th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import secrets
@@ -188,14 +189,25 @@ class SearchStore:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT: takes the write lock up front, so read-then-write is atomic."""
-        self._db.execute("BEGIN IMMEDIATE")
+        """BEGIN IMMEDIATE ... COMMIT: takes the write lock up front, so read-then-write is atomic. A write
+        that cannot be made (a full disk) changes nothing and is one SearchStoreError: what it would have
+        recorded is done again by the same command once there is room (trials in flight stay in flight)."""
         try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        except sqlite3.OperationalError as error:
+            if self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+            hint = "; free some space, then run the same command again: the search goes on where it stopped"
+            raise SearchStoreError(
+                f"{self.path}: cannot write the search database ({error}){hint if 'full' in str(error) else ''}"
+            ) from None
 
     # -- searches ------------------------------------------------------------------------------------
 
