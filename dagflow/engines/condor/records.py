@@ -19,11 +19,24 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from dagflow.bounded import BoundedInputError, loads_json, read_bounded
 from dagflow.engines.condor.dag_writer import DagFiles
+from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 
 ENGINE = "condor"
 RECORD_FILE = "run.json"
+
+
+MAX_RECORD_BYTES = 1024 * 1024  # a run's submissions: a few dozen bytes each
+
+
+class CondorRecordError(DagflowError):
+    """condor/run.json is unreadable or damaged: the run cannot be followed; it names the file."""
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def condor_dir(run_dir: Path) -> Path:
@@ -72,12 +85,34 @@ class CondorRecord:
 
     @classmethod
     def load(cls, run_dir: Path) -> CondorRecord | None:
+        """The run's record; None when it has none; CondorRecordError when it is damaged."""
+        path = cls.path(run_dir)
         try:
-            raw = json.loads(cls.path(run_dir).read_text())
+            raw = loads_json(read_bounded(path, MAX_RECORD_BYTES))
         except FileNotFoundError:
             return None
-        subs = [Submission(**item) for item in raw.pop("submissions", [])]
-        return cls(**raw, submissions=subs)
+        except OSError as error:
+            raise CondorRecordError(f"{path}: cannot be read ({error.strerror})") from None
+        except BoundedInputError as error:
+            raise CondorRecordError(f"{path}: damaged: {error}") from None
+        try:
+            subs = [Submission(**item) for item in raw.pop("submissions", [])]
+            record = cls(**raw, submissions=subs)
+        except (TypeError, AttributeError) as error:  # not an object, a field missing or unknown
+            raise CondorRecordError(f"{path}: damaged: not a condor run record ({error})") from None
+        if not record._well_typed():
+            raise CondorRecordError(f"{path}: damaged: a field of a wrong type")
+        return record
+
+    def _well_typed(self) -> bool:
+        texts = (self.schedd, self.pool)
+        times = [number for sub in self.submissions for number in (sub.t, sub.removed) if number is not None]
+        return (
+            isinstance(self.dag, str) and isinstance(self.engine, str) and isinstance(self.data_mode, str)
+            and all(text is None or isinstance(text, str) for text in texts)
+            and all(_is_int(sub.cluster) and (sub.rescue is None or _is_int(sub.rescue)) for sub in self.submissions)
+            and all(isinstance(number, int | float) and not isinstance(number, bool) for number in times)
+        )  # fmt: skip
 
     def save(self, run_dir: Path) -> None:
         write_atomic(self.path(run_dir), (json.dumps(asdict(self), indent=1) + "\n").encode())
