@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_local_support import cli_env, dagflow_cli, make_plan, node, step
+from test_local_support import dagflow_cli, make_plan, node, step
+from test_untrusted_json_files import cli
 
 from dagflow.bounded import MAX_JOB_FILE_BYTES, BoundedInputError, read_bounded
 from dagflow.engines.local.cache import NodeCache
@@ -160,13 +159,6 @@ search:
   optimizer: random
   early_stopping: {rule: median, min_steps: 1, min_trials: 1}
 """
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    # the timeout only keeps a regression from hanging the suite; nothing here measures time
-    return subprocess.run(
-        [sys.executable, "-m", "dagflow", *args], cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=300
-    )
 
 
 @pytest.mark.slow
