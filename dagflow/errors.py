@@ -42,3 +42,14 @@ class SpecError(DagflowError):
     def __init__(self, diagnostics: list[Diagnostic]) -> None:
         self.diagnostics = sorted(diagnostics, key=lambda d: (d.file, d.line, d.column, d.path))
         super().__init__("\n".join(d.render() for d in self.diagnostics))
+
+
+class CannotWriteError(DagflowError):
+    """A file dagflow writes could not be written (a full disk, a read-only or foreign directory)."""
+
+    def __init__(self, error: OSError, under: object = None) -> None:
+        """under: where it was writing, for an error that names no file (a write to a file already open)."""
+        named = error.filename or (f"under {under}" if under is not None else None)
+        where = f" {named}" if named else ""
+        reason = error.strerror or str(error)
+        super().__init__(f"cannot write{where}: {reason}; free some space or fix the directory, then run it again")

@@ -12,7 +12,7 @@ import typer
 
 from dagflow.cli.app import app
 from dagflow.cli.common import OnlyOption, SetOption, checked_run_id, fail, load_plan_or_exit
-from dagflow.errors import EXIT_USAGE, DagflowError
+from dagflow.errors import EXIT_USAGE, CannotWriteError, DagflowError
 
 
 @app.command("compile")
@@ -69,6 +69,8 @@ def compile_command(
         dag = compile_dag(plan, out_dir, max_gpu_jobs, data_mode)
     except DagflowError as error:
         fail(error)
+    except OSError as error:
+        fail(CannotWriteError(error, out_dir))
     print(f"wrote {dag} ({len(plan.nodes)} nodes, {len(plan.steps)} submit files)")
     print(f"submit with: condor_submit_dag {dag}")
 

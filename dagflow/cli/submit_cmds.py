@@ -30,7 +30,7 @@ from dagflow.cli.engine_flags import (
     print_report,
     with_engine_options,
 )
-from dagflow.errors import DagflowError
+from dagflow.errors import CannotWriteError, DagflowError
 from dagflow.run.layout import RunLayout
 
 EXIT_CODES = {"succeeded": 0, "interrupted": 130}
@@ -132,6 +132,8 @@ def submit_command(
         report = chosen.submitted(layout.run_dir, handle)
     except DagflowError as error:
         fail(error)
+    except OSError as error:
+        fail(CannotWriteError(error, runs_dir))
     print_report(report, json_output)
 
 
