@@ -50,12 +50,15 @@ ENGINE = EngineDeclaration(
 '''
 
 
-def install_plugin(root: Path) -> Path:
-    """Build and install the plugin package under root; the directory to put on PYTHONPATH."""
+def install_plugin(root: Path, pyproject: str = PYPROJECT, modules: dict[str, str] | None = None) -> Path:
+    """Build and install a plugin package under root (by default the tiny engine's; modules: package name ->
+    its __init__.py); the directory to put on PYTHONPATH."""
     source, site = root / "src", root / "site"
-    (source / "dagflow_tiny_engine").mkdir(parents=True)
-    (source / "pyproject.toml").write_text(PYPROJECT)
-    (source / "dagflow_tiny_engine" / "__init__.py").write_text(textwrap.dedent(MODULE))
+    source.mkdir(parents=True)
+    (source / "pyproject.toml").write_text(pyproject)
+    for package, text in (modules or {"dagflow_tiny_engine": MODULE}).items():
+        (source / package).mkdir()
+        (source / package / "__init__.py").write_text(textwrap.dedent(text))
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target",
          str(site), str(source)],
