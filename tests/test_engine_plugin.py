@@ -11,9 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import engine_plugin as plugin
+import pytest
 
 DISTRIBUTION = "dagflow-odd-engines"
 PYPROJECT = f"""\

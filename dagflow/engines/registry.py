@@ -59,8 +59,10 @@ def _installed() -> dict[str, str]:
     """Every engine the dagflow.engines entry points name -> what it names (the default first, then the other
     built-in ones), read once a process, nothing imported. A plugin's entry point that takes a built-in engine's name is refused (which
     one would win would depend on sys.path order), with a warning naming its distribution."""
-    points = sorted(entry_points(group=ENTRY_POINT_GROUP),
-                    key=lambda point: (point.name != DEFAULT_ENGINE, _distribution(point) != BUILTIN_DISTRIBUTION))
+    def order(point: EntryPoint) -> tuple[bool, bool]:
+        return point.name != DEFAULT_ENGINE, _distribution(point) != BUILTIN_DISTRIBUTION
+
+    points = sorted(entry_points(group=ENTRY_POINT_GROUP), key=order)
     builtins = {point.name for point in points if _distribution(point) == BUILTIN_DISTRIBUTION}
     found: dict[str, str] = {}
     for point in points:
