@@ -57,8 +57,9 @@ _registered: dict[str, EngineDeclaration] = {}  # register_engine's, over the in
 @functools.cache
 def _installed() -> dict[str, str]:
     """Every engine the dagflow.engines entry points name -> what it names (the default first, then the other
-    built-in ones), read once a process, nothing imported. A plugin's entry point that takes a built-in engine's name is refused (which
-    one would win would depend on sys.path order), with a warning naming its distribution."""
+    built-in ones), read once a process, nothing imported. A plugin's entry point that takes a built-in engine's
+    name is refused (which one would win would depend on sys.path order), with a warning naming its distribution."""
+
     def order(point: EntryPoint) -> tuple[bool, bool]:
         return point.name != DEFAULT_ENGINE, _distribution(point) != BUILTIN_DISTRIBUTION
 
