@@ -14,18 +14,27 @@ from pathlib import Path
 
 NAME = "tiny"
 
-PYPROJECT = """\
+
+
+def pyproject(distribution: str, engines: dict[str, str], packages: tuple[str, ...] = ()) -> str:
+    """A plugin distribution's pyproject.toml: engines, its dagflow.engines entry points (name -> target);
+    packages, where they are not the one package hatchling finds by the distribution's name."""
+    points = "".join(f'{name} = "{target}"\n' for name, target in engines.items())
+    wheel = f"\n[tool.hatch.build.targets.wheel]\npackages = {list(packages)!r}\n".replace("'", '"') if packages else ""
+    return f"""\
 [build-system]
 requires = ["hatchling>=1.21"]
 build-backend = "hatchling.build"
 
 [project]
-name = "dagflow-tiny-engine"
+name = "{distribution}"
 version = "0.1.0"
 
 [project.entry-points."dagflow.engines"]
-tiny = "dagflow_tiny_engine:ENGINE"
-"""
+{points}{wheel}"""
+
+
+PYPROJECT = pyproject("dagflow-tiny-engine", {"tiny": "dagflow_tiny_engine:ENGINE"})
 
 MODULE = '''\
 """A third-party dagflow engine: the local one under another name."""

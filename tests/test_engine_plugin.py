@@ -15,23 +15,11 @@ import engine_plugin as plugin
 import pytest
 
 DISTRIBUTION = "dagflow-odd-engines"
-PYPROJECT = f"""\
-[build-system]
-requires = ["hatchling>=1.21"]
-build-backend = "hatchling.build"
-
-[project]
-name = "{DISTRIBUTION}"
-version = "0.1.0"
-
-[project.entry-points."dagflow.engines"]
-sectioned = "dagflow_odd:SECTIONED"
-broken = "dagflow_odd_broken:ENGINE"
-local = "dagflow_odd:IMPOSTOR"
-
-[tool.hatch.build.targets.wheel]
-packages = ["dagflow_odd", "dagflow_odd_broken"]
-"""
+PYPROJECT = plugin.pyproject(
+    DISTRIBUTION,
+    {"sectioned": "dagflow_odd:SECTIONED", "broken": "dagflow_odd_broken:ENGINE", "local": "dagflow_odd:IMPOSTOR"},
+    ("dagflow_odd", "dagflow_odd_broken"),
+)
 
 ODD = '''\
 """An engine with its own block (`sectioned: {queue: fast}`) and step field (`tier: 2`), and an impostor."""
