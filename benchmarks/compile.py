@@ -75,13 +75,14 @@ def peak_mb() -> float:
 
 def run_dagflow(pipeline: Path, out: Path, data_mode: str) -> dict[str, float]:
     from dagflow.engines.condor.compile import compile_plan
+    from dagflow.engines.registry import spec_checks
     from dagflow.plan.expand import expand
     from dagflow.spec import load_spec
 
     base = peak_mb()
     cpu = time.process_time()
     start = time.perf_counter()
-    spec = load_spec(pipeline)
+    spec = load_spec(pipeline, spec_checks())
     loaded = time.perf_counter()
     plan = expand(spec, run_id="bench")
     expanded = time.perf_counter()

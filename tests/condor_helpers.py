@@ -25,7 +25,6 @@ def step(name: str, kind: str = "command", **overrides: object) -> StepInfo:
         "kind": kind,
         "axes": ("region",),
         "resources": Resources(),
-        "classads": {},
         "retries": 0,
         "retry_unless_exit": (),
         "timeout_s": None,
@@ -33,9 +32,13 @@ def step(name: str, kind: str = "command", **overrides: object) -> StepInfo:
         "metrics": None,
     }
     fields.update(overrides)
-    requirements = fields.pop("requirements", None)  # the condor engine's field: in its section of the step
-    if requirements:
-        fields["engine_fields"] = {"condor": {"requirements": [requirements]}}
+    section: dict[str, object] = {}  # the condor engine's fields: in its section of the step
+    if requirements := fields.pop("requirements", None):
+        section["requirements"] = [requirements]
+    if classads := fields.pop("classads", None):
+        section["classads"] = classads
+    if section:
+        fields["engine_fields"] = {"condor": section}
     return StepInfo(**fields)  # type: ignore[arg-type]
 
 

@@ -14,18 +14,27 @@ from pathlib import Path
 
 NAME = "tiny"
 
-PYPROJECT = """\
+
+
+def pyproject(distribution: str, engines: dict[str, str], packages: tuple[str, ...] = ()) -> str:
+    """A plugin distribution's pyproject.toml: engines, its dagflow.engines entry points (name -> target);
+    packages, where they are not the one package hatchling finds by the distribution's name."""
+    points = "".join(f'{name} = "{target}"\n' for name, target in engines.items())
+    wheel = f"\n[tool.hatch.build.targets.wheel]\npackages = {list(packages)!r}\n".replace("'", '"') if packages else ""
+    return f"""\
 [build-system]
 requires = ["hatchling>=1.21"]
 build-backend = "hatchling.build"
 
 [project]
-name = "dagflow-tiny-engine"
+name = "{distribution}"
 version = "0.1.0"
 
 [project.entry-points."dagflow.engines"]
-tiny = "dagflow_tiny_engine:ENGINE"
-"""
+{points}{wheel}"""
+
+
+PYPROJECT = pyproject("dagflow-tiny-engine", {"tiny": "dagflow_tiny_engine:ENGINE"})
 
 MODULE = '''\
 """A third-party dagflow engine: the local one under another name."""
@@ -50,12 +59,15 @@ ENGINE = EngineDeclaration(
 '''
 
 
-def install_plugin(root: Path) -> Path:
-    """Build and install the plugin package under root; the directory to put on PYTHONPATH."""
+def install_plugin(root: Path, pyproject: str = PYPROJECT, modules: dict[str, str] | None = None) -> Path:
+    """Build and install a plugin package under root (by default the tiny engine's; modules: package name ->
+    its __init__.py); the directory to put on PYTHONPATH."""
     source, site = root / "src", root / "site"
-    (source / "dagflow_tiny_engine").mkdir(parents=True)
-    (source / "pyproject.toml").write_text(PYPROJECT)
-    (source / "dagflow_tiny_engine" / "__init__.py").write_text(textwrap.dedent(MODULE))
+    source.mkdir(parents=True)
+    (source / "pyproject.toml").write_text(pyproject)
+    for package, text in (modules or {"dagflow_tiny_engine": MODULE}).items():
+        (source / package).mkdir()
+        (source / package / "__init__.py").write_text(textwrap.dedent(text))
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target",
          str(site), str(source)],

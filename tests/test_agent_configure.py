@@ -157,7 +157,6 @@ def compiled_job(resources: Resources, extra: str | None = None) -> classad2.Cla
         kind="train",
         axes=("region",),
         resources=resources,
-        classads={},
         retries=0,
         retry_unless_exit=(),
         timeout_s=None,

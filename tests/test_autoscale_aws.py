@@ -91,7 +91,7 @@ def gpu_job(cluster: int, proc: int, gpu_memory_mb: int | None = 16384, capabili
         cpus=4, memory_mb=8192, disk_mb=2048, gpus=1, gpu_memory_mb=gpu_memory_mb, cuda_capability=capability
     )
     step = StepInfo(
-        name="train", kind="train", axes=("region",), resources=resources, classads={},
+        name="train", kind="train", axes=("region",), resources=resources,
         retries=0, retry_unless_exit=(), timeout_s=None, priority=0, metrics=None,
     )  # fmt: skip
     ad = classad2.ClassAd()

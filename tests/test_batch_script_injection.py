@@ -92,7 +92,8 @@ def hostile_plan(values: Values, workdir: Path) -> Plan:
     def step(name: str) -> StepInfo:
         return StepInfo(
             name=name, kind="command", axes=(), resources=Resources(cpus=2),
-            classads={"Note": values.classad}, retries=0, retry_unless_exit=(), timeout_s=None, priority=0,
+            engine_fields={"condor": {"classads": {"Note": values.classad}}}, retries=0, retry_unless_exit=(),
+            timeout_s=None, priority=0,
             metrics=None, runtime=Runtime(python=values.python or None),
         )  # fmt: skip
 

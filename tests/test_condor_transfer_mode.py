@@ -18,6 +18,7 @@ from condor_pool import dag_checker
 from dagflow.engines.condor.compile import CondorCompileError, compile_plan
 from dagflow.engines.condor.engine import CondorEngine, CondorRunError, prepare_condor
 from dagflow.engines.condor.lint import lint_dag, parse_dag
+from dagflow.engines.registry import spec_checks
 from dagflow.plan.expand import expand
 from dagflow.spec import load_spec
 
@@ -33,7 +34,7 @@ def _example(tmp_path: Path) -> Path:
 
 
 def _compile(pipeline: Path, out: Path, data_mode: str | None = None):  # type: ignore[no-untyped-def]
-    plan = expand(load_spec(pipeline), run_id="r1")
+    plan = expand(load_spec(pipeline, spec_checks()), run_id="r1")
     dag_path = compile_plan(plan, out, data_mode=data_mode)
     return plan, dag_path, parse_dag(dag_path)
 
@@ -127,7 +128,7 @@ def test_the_pipeline_chooses_the_mode_and_the_flag_overrides_it(tmp_path: Path)
 )
 def test_a_file_name_a_transfer_list_cannot_carry_is_refused(tmp_path: Path, name: str, match: str) -> None:
     pipeline = _write(tmp_path / "p.yaml", "name: p\nsteps:\n  a:\n    command: [python, x.py]\n    inputs: [x]\n")
-    plan = expand(load_spec(pipeline), run_id="r1")
+    plan = expand(load_spec(pipeline, spec_checks()), run_id="r1")
     plan.nodes["a"].inputs = [name]
     with pytest.raises(CondorCompileError, match=match):
         compile_plan(plan, tmp_path / "condor")
@@ -136,7 +137,7 @@ def test_a_file_name_a_transfer_list_cannot_carry_is_refused(tmp_path: Path, nam
 def test_a_dollar_in_a_file_name_reaches_the_transfer_list_literally(tmp_path: Path) -> None:
     pipeline = _write(tmp_path / "p.yaml", "name: p\nsteps:\n  a:\n    command: [python, x.py]\n"
                       "    inputs: ['cost$(HOME).csv']\n    outputs: [out/$x.txt]\n")
-    plan = expand(load_spec(pipeline), run_id="r1")
+    plan = expand(load_spec(pipeline, spec_checks()), run_id="r1")
     dag = parse_dag(compile_plan(plan, tmp_path / "condor"))
     submit = node_submit(dag, "a")
     assert submit.expand("transfer_input_files") == "cost$(HOME).csv"
@@ -157,7 +158,7 @@ steps:
 
 
 def test_each_declared_output_comes_back_once_and_a_node_without_outputs_sends_nothing(tmp_path: Path) -> None:
-    plan = expand(load_spec(_write(tmp_path / "p.yaml", NESTED)), run_id="r1")
+    plan = expand(load_spec(_write(tmp_path / "p.yaml", NESTED), spec_checks()), run_id="r1")
     dag = parse_dag(compile_plan(plan, tmp_path / "condor"))
     a = node_submit(dag, "a")
     assert a.expand("transfer_output_files") == '"models/us,reports/r.md"'  # the directory brings its files
@@ -172,7 +173,7 @@ def test_an_input_outside_the_pipeline_directory_is_refused(tmp_path: Path) -> N
     pipeline = _write(tmp_path / "p.yaml", "name: p\nsteps:\n  a:\n    command: [python, x.py]\n"
                       "    inputs: [../elsewhere.csv]\n")
     with pytest.raises(CondorCompileError, match="outside the pipeline's directory"):
-        compile_plan(expand(load_spec(pipeline), run_id="r1"), tmp_path / "condor")
+        compile_plan(expand(load_spec(pipeline, spec_checks()), run_id="r1"), tmp_path / "condor")
 
 
 def test_runtime_python_and_container_image(tmp_path: Path) -> None:
@@ -199,7 +200,7 @@ steps:
 
 
 def test_the_mode_is_recorded_and_a_resume_keeps_it(tmp_path: Path) -> None:
-    plan = expand(load_spec(_example(tmp_path)), run_id="r1")
+    plan = expand(load_spec(_example(tmp_path), spec_checks()), run_id="r1")
     prepared = prepare_condor(plan, tmp_path / "runs", data_mode="shared")
     assert json.loads((prepared.layout.run_dir / "condor" / "run.json").read_text())["data_mode"] == "shared"
     engine = CondorEngine(tmp_path / "runs", {"data_mode": "transfer"})

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from dagflow.cli import app
 from dagflow.engines.condor.submit_writer import axis_macro
+from dagflow.engines.registry import spec_checks
 from dagflow.errors import SpecError
 from dagflow.spec import parse_spec
 from dagflow.spec.attributes import attribute_name
@@ -95,7 +96,7 @@ def test_a_classad_named_like_an_axis_attribute_is_refused_where_it_is_written()
             classads: {DagflowDataSplit: 1}
         """)
     with pytest.raises(SpecError) as caught:
-        parse_spec(text, "p.yaml")
+        parse_spec(text, "p.yaml", engines=spec_checks())
     (problem,) = caught.value.diagnostics
     assert (problem.line, problem.column, problem.path) == (6, 16, "steps.train.classads.DagflowDataSplit")
     assert "set by dagflow" in problem.message and "matrix axis 'data_split'" in (problem.hint or "")
@@ -115,13 +116,13 @@ search:
 
 
 def test_the_optimiser_is_set_with_optimizer() -> None:
-    spec = parse_spec(SEARCH + "  optimizer: random\n", "p.yaml")
+    spec = parse_spec(SEARCH + "  optimizer: random\n", "p.yaml", engines=spec_checks())
     assert spec.model.search is not None and spec.model.search.optimizer == "random"
     assert spec.warnings == ()
 
 
 def test_the_old_engine_key_still_works_with_a_deprecation_warning(tmp_path: Path) -> None:
-    spec = parse_spec(SEARCH + "  engine: random\n", "p.yaml")
+    spec = parse_spec(SEARCH + "  engine: random\n", "p.yaml", engines=spec_checks())
     assert spec.model.search is not None and spec.model.search.optimizer == "random"
     (warning,) = spec.warnings
     assert (warning.line, warning.path) == (10, "search.engine") and "deprecated" in warning.message
@@ -131,7 +132,7 @@ def test_the_old_engine_key_still_works_with_a_deprecation_warning(tmp_path: Pat
 
 def test_both_optimiser_keys_at_once_are_refused() -> None:
     with pytest.raises(SpecError, match="give optimizer only"):
-        parse_spec(SEARCH + "  engine: random\n  optimizer: gp\n", "p.yaml")
+        parse_spec(SEARCH + "  engine: random\n  optimizer: gp\n", "p.yaml", engines=spec_checks())
 
 
 def test_an_unknown_optimiser_is_located_at_the_key_written(tmp_path: Path) -> None:

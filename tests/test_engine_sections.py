@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dagflow.cli.app import app
-from dagflow.engines.condor.step_fields import requirements_expression
+from dagflow.engines.condor.step_fields import custom_attributes, requirements_expression
 from dagflow.engines.registry import register_engine, spec_checks, unregister_engine
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.plan import Plan
@@ -61,29 +62,45 @@ def test_a_local_run_without_requirements_never_loads_htcondor_bindings(tmp_path
 
 
 def test_requirements_ride_in_the_condor_section_and_a_format_1_plan_reads_into_it() -> None:
-    plan = expand(parse_spec(PIPELINE, "p.yaml"), run_id="r")
+    plan = expand(parse_spec(PIPELINE, "p.yaml", engines=spec_checks()), run_id="r")
     step = plan.steps["train"]
-    assert step.engine_fields == {"condor": {"requirements": ["CUDACapability >= 7.0"]}}
-    assert step.classads == {"Team": "recs"}  # neutral: every engine publishes them
-    old = json.loads(plan.to_json())  # as a dagflow before the engine sections wrote it
+    assert step.engine_fields == {"condor": {"requirements": ["CUDACapability >= 7.0"], "classads": {"Team": "recs"}}}
+    for earlier in (_format_1(plan), _format_2(plan)):
+        step = earlier.steps["train"]
+        assert requirements_expression(step) == "CUDACapability >= 7.0"
+        assert custom_attributes(step) == {"Team": "recs"}
+        # cache keys are the node fingerprints: an earlier run's stay valid
+        assert [earlier.node_fingerprint(n) for n in earlier.nodes.values()] == [
+            plan.node_fingerprint(n) for n in plan.nodes.values()
+        ]
+
+
+def _format_1(plan: Plan) -> Plan:
+    """plan as a dagflow before the engine sections wrote it: requirements and classads at the step's top."""
+    old = json.loads(plan.to_json())
     old["format"] = 1
     for raw in old["steps"].values():
-        parts = raw.pop("engine_fields").get("condor", {}).get("requirements")
-        raw["requirements"] = parts[0] if parts else None
-    earlier = Plan.from_dict(old)
-    assert earlier.steps == plan.steps
-    assert requirements_expression(earlier.steps["train"]) == "CUDACapability >= 7.0"
-    # cache keys are the node fingerprints: an earlier run's stay valid
-    assert [earlier.node_fingerprint(n) for n in earlier.nodes.values()] == [
-        plan.node_fingerprint(n) for n in plan.nodes.values()
-    ]
+        section = raw.pop("engine_fields").get("condor", {})
+        raw["requirements"] = section["requirements"][0] if section.get("requirements") else None
+        raw["classads"] = section.get("classads", {})
+    return Plan.from_dict(old)
+
+
+def _format_2(plan: Plan) -> Plan:
+    """plan as format 2 wrote it: requirements in the condor section, classads at the step's top."""
+    old = json.loads(plan.to_json())
+    old["format"] = 2
+    for raw in old["steps"].values():
+        raw["classads"] = raw["engine_fields"].get("condor", {}).pop("classads", {})
+    return Plan.from_dict(old)
 
 
 def test_the_spec_knows_no_classad_syntax_the_condor_check_does() -> None:
     bad = PIPELINE.replace("CUDACapability >= 7.0", '"CUDACapability >= && "')
-    parse_spec(bad, "p.yaml")  # the spec alone: an engine's field is the engine's to check
+    sections_only = spec_checks()
+    parse_spec(bad, "p.yaml", engines=replace(sections_only, checks=()))  # the engine's field is its check's
     with pytest.raises(SpecError) as caught:
-        parse_spec(bad, "p.yaml", checks=spec_checks())
+        parse_spec(bad, "p.yaml", engines=spec_checks())
     [problem] = caught.value.diagnostics
     assert problem.render().startswith("p.yaml:6:19: steps.train.requirements: ")
     assert "does not parse as a ClassAd expression" in problem.message
@@ -97,7 +114,7 @@ def refuse_team(spec: Spec, settings: Mapping[str, Any] | None) -> list[Diagnost
         Diagnostic(spec.filename, *spec.positions.of(("steps", name, "classads", "Team"), key=True),
                    dotted(("steps", name, "classads", "Team")),
                    f"the checked engine refuses Team (jobs={settings['jobs']})")
-        for name, step in spec.model.steps.items() if "Team" in step.classads
+        for name, step in spec.model.steps.items() if "Team" in step.classads  # type: ignore[attr-defined]
     ]  # fmt: skip
 
 

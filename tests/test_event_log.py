@@ -30,7 +30,7 @@ GPU_POOL_LOG = Path(__file__).parent / "data" / "condor-pool" / "gpu-train-h100.
 def _plan(names: list[str], workdir: Path) -> Plan:
     steps = {
         step: StepInfo(
-            name=step, kind="command", axes=(), resources=Resources(cpus=2, memory_mb=512, gpus=1), classads={},
+            name=step, kind="command", axes=(), resources=Resources(cpus=2, memory_mb=512, gpus=1),
             retries=0, retry_unless_exit=(), timeout_s=None, priority=0, metrics=None,
         )
         for step in ("train", "other")

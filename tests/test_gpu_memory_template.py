@@ -17,6 +17,7 @@ from test_local_support import dagflow_cli
 
 from dagflow.engines.condor.gpu_memory import fill_match_time, gpu_memory_expression
 from dagflow.engines.local import RunOptions, run_local
+from dagflow.engines.registry import spec_checks
 from dagflow.gpu_memory import GPU_MEMORY_MARK
 from dagflow.plan.expand import expand
 from dagflow.spec import load_spec
@@ -99,7 +100,7 @@ def test_local_nodes_see_the_memory_of_the_gpu_they_got(tmp_path: Path, monkeypa
     out = tmp_path / "out"
     out.mkdir()
     path = _pipeline(tmp_path, out)
-    plan = expand(load_spec(path))
+    plan = expand(load_spec(path, spec_checks()))
     assert GPU_MEMORY_MARK in plan.nodes["train.one"].argv[-1]  # filled only when the node starts
     result = run_local(plan, RunOptions(runs_dir=tmp_path / "runs", jobs=2))
     assert result.ok, result.failures
@@ -117,7 +118,8 @@ def test_local_gpus_named_with_the_option_get_their_memory_from_detection(
     out = tmp_path / "out"
     out.mkdir()
     path = _pipeline(tmp_path, out)
-    result = run_local(expand(load_spec(path)), RunOptions(runs_dir=tmp_path / "runs", jobs=2, gpus="1,0"))
+    spec = load_spec(path, spec_checks())
+    result = run_local(expand(spec), RunOptions(runs_dir=tmp_path / "runs", jobs=2, gpus="1,0"))
     assert result.ok, result.failures
     assert {fields[0]: fields[1] for fields in _results(out).values()} == {"0": "16384", "1": "40960"}
 
@@ -129,7 +131,8 @@ def test_a_gpu_of_unknown_memory_fails_the_node_with_the_reason(
     out.mkdir()
     path = _pipeline(tmp_path, out)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no nvidia-smi: --gpus names devices, not their memory
-    result = run_local(expand(load_spec(path)), RunOptions(runs_dir=tmp_path / "runs", jobs=2, gpus="0,1"))
+    spec = load_spec(path, spec_checks())
+    result = run_local(expand(spec), RunOptions(runs_dir=tmp_path / "runs", jobs=2, gpus="0,1"))
     assert not result.ok
     assert len(result.failures) == 2
     assert all("the memory of GPU" in failure.why and "is unknown" in failure.why for failure in result.failures)

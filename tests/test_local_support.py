@@ -20,7 +20,6 @@ def step(name: str, **fields: object) -> StepInfo:
         "kind": "command",
         "axes": (),
         "resources": Resources(memory_mb=16),
-        "classads": {},
         "retries": 0,
         "retry_unless_exit": (),
         "timeout_s": None,

@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 from dagflow.engines.condor.step_fields import requirements_expression
+from dagflow.engines.registry import spec_checks
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.plan.render import to_dot
@@ -17,11 +18,11 @@ SKETCH = Path(__file__).parent / "data" / "design_sketch.yaml"
 
 
 def plan_of(text: str, run_id: str = "r1") -> Plan:
-    return expand(parse_spec(textwrap.dedent(text), "p.yaml"), run_id=run_id)
+    return expand(parse_spec(textwrap.dedent(text), "p.yaml", engines=spec_checks()), run_id=run_id)
 
 
 def test_sketch_expands_per_region_with_one_gathering_report() -> None:
-    plan = expand(load_spec(SKETCH), run_id="r1")
+    plan = expand(load_spec(SKETCH, spec_checks()), run_id="r1")
     assert len(plan.nodes) == 13
     assert plan.nodes["train.br"].argv == [
         "python",
@@ -37,7 +38,9 @@ def test_sketch_expands_per_region_with_one_gathering_report() -> None:
     assert plan.nodes["fetch.jp"].argv == ["dagflow", "transfer", "s3://ratings/jp/latest/", "data/jp/"]
     assert sorted(plan.nodes["report"].parents) == ["evaluate.br", "evaluate.de", "evaluate.jp", "evaluate.us"]
     assert plan.nodes["report"].coords == {}
-    assert plan.steps["train"].engine_fields == {"condor": {"requirements": ["CUDACapability >= 7.0"]}}
+    assert plan.steps["train"].engine_fields == {
+        "condor": {"requirements": ["CUDACapability >= 7.0"], "classads": {"DagflowTeam": "recs"}}
+    }
     order = list(plan.nodes)
     for parent, child in plan.edges():
         assert order.index(parent) < order.index(child)
@@ -136,7 +139,7 @@ def test_a_site_class_with_machine_requirements_still_ands_them(tmp_path: Path, 
 
 
 def test_plan_round_trips_through_json() -> None:
-    plan = expand(load_spec(SKETCH), run_id="r1")
+    plan = expand(load_spec(SKETCH, spec_checks()), run_id="r1")
     again = Plan.from_json(plan.to_json())
     assert again.to_dict() == plan.to_dict()
     assert json.loads(plan.to_json())["nodes"][0]["name"] == "fetch.us"
@@ -152,7 +155,7 @@ def test_fingerprint_changes_with_params_and_command() -> None:
 
 
 def test_dot_output_is_a_digraph() -> None:
-    lines = list(to_dot(expand(load_spec(SKETCH), run_id="r1")))
+    lines = list(to_dot(expand(load_spec(SKETCH, spec_checks()), run_id="r1")))
     assert lines[0] == 'digraph "ratings-retrain" {'
     assert '  "evaluate.us" -> "report";' in lines
 

@@ -15,6 +15,7 @@ from test_local_support import cli_env
 from test_report_support import assert_real_picture, console_errors, open_page
 from test_search_scheduler_support import search_cli, write_pipeline
 
+from dagflow.engines.registry import spec_checks
 from dagflow.plan.expand import expand
 from dagflow.run.layout import RunLayout
 from dagflow.run.usage import NodeUsage, read_usage, record_usage
@@ -157,7 +158,7 @@ def write_measured_run(root: Path) -> Path:
         "  train: {command: 'true', resources: {memory: 8GB, cpus: 4, gpus: 1, gpu_memory: 16GB}}\n"
         "  report: {command: 'true', needs: [train], over: [region]}\n"
     )
-    plan = expand(load_spec(pipeline), run_id="waste-1")
+    plan = expand(load_spec(pipeline, spec_checks()), run_id="waste-1")
     layout = RunLayout(root / ".dagflow" / "runs", plan.run_id)
     layout.create(plan, engine="local")
     record_usage(layout.run_dir, NodeUsage(  # an earlier attempt of train.us, killed for memory

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dagflow.engines.batch.units import SINGLE, plan_units
+from dagflow.engines.registry import spec_checks
 from dagflow.engines.slurm import commands
 from dagflow.engines.slurm.records import SlurmRecords
 from dagflow.engines.slurm.script import NODE_SH, render_script
@@ -43,7 +44,7 @@ steps:
 
 def plan_of(tmp_path: Path, text: str) -> Plan:
     (tmp_path / "pipeline.yaml").write_text(text)
-    return expand(load_spec(tmp_path / "pipeline.yaml"), run_id="r1")
+    return expand(load_spec(tmp_path / "pipeline.yaml", spec_checks()), run_id="r1")
 
 
 def test_a_chain_becomes_arrays_wired_task_to_task_and_a_gather_waits_for_the_whole_array(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from test_local_support import cli_env
 
+from dagflow.engines.registry import spec_checks
 from dagflow.errors import SpecError
 from dagflow.spec import model as spec_model
 from dagflow.spec import parse_spec
@@ -120,7 +121,7 @@ def _check_messages(error: SpecError) -> None:
 
 
 def test_the_base_pipeline_is_valid_and_every_model_is_reached() -> None:
-    parse_spec(BASE, "fuzz.yaml")
+    parse_spec(BASE, "fuzz.yaml", engines=spec_checks())
     assert {"StepSpec", "RetrySpec", "ResourcesSpec", "VariableSpec", "PromoteSpec"} <= set(CLASS_NAMES)
     assert ("steps", "train", "retries", "unless_exit") in FIELDS and ("search", "variables", "lr", "min") in FIELDS
 
@@ -130,7 +131,7 @@ def test_the_base_pipeline_is_valid_and_every_model_is_reached() -> None:
 @given(path=st.sampled_from(FIELDS), value=wrong_values)
 def test_a_wrong_value_in_any_field_is_said_in_the_pipeline_s_language(path: tuple[str, ...], value: Any) -> None:
     try:
-        parse_spec(_with(path, value), "fuzz.yaml")
+        parse_spec(_with(path, value), "fuzz.yaml", engines=spec_checks())
     except SpecError as error:
         _check_messages(error)
 

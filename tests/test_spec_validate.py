@@ -18,7 +18,7 @@ SKETCH = Path(__file__).parent / "data" / "design_sketch.yaml"
 def errors_of(text: str) -> list[str]:
     """The problems every command's loader reports: the document's own and each engine's spec check's."""
     with pytest.raises(SpecError) as caught:
-        parse_spec(textwrap.dedent(text), "p.yaml", checks=spec_checks())
+        parse_spec(textwrap.dedent(text), "p.yaml", engines=spec_checks())
     return [d.render() for d in caught.value.diagnostics]
 
 
@@ -29,7 +29,7 @@ def one_error(text: str) -> str:
 
 
 def test_design_sketch_is_accepted_as_written() -> None:
-    spec = load_spec(SKETCH)
+    spec = load_spec(SKETCH, spec_checks())
     assert list(spec.model.steps) == ["fetch", "train", "evaluate", "report"]
     train = spec.model.steps["train"]
     assert train.resources.gpus == 1
@@ -306,7 +306,7 @@ def search_doc(metrics: str = "out/{run.id}/{region}.json", parallel: int = 2, p
 
 
 def search_error(text: str) -> str:
-    spec = parse_spec(text, "p.yaml")  # a plain run does not need the search to be runnable
+    spec = parse_spec(text, "p.yaml", engines=spec_checks())  # a plain run does not need the search to be runnable
     with pytest.raises(SpecError) as caught:
         check_search(spec, "p.yaml")
     [message] = [d.render() for d in caught.value.diagnostics]
@@ -314,7 +314,7 @@ def search_error(text: str) -> str:
 
 
 def test_a_sound_search_block_is_accepted() -> None:
-    check_search(parse_spec(search_doc(), "p.yaml"))
+    check_search(parse_spec(search_doc(), "p.yaml", engines=spec_checks()))
 
 
 @pytest.mark.parametrize("per", [False, True])
@@ -330,13 +330,13 @@ def test_regions_sharing_a_metrics_path_are_refused_as_nodes_sharing_it(per: boo
     from dagflow.plan.expand import expand
 
     with pytest.raises(SpecError) as caught:
-        expand(parse_spec(search_doc("out/metrics.json", 1, per), "p.yaml"), run_id="validate")
+        expand(parse_spec(search_doc("out/metrics.json", 1, per), "p.yaml", engines=spec_checks()), run_id="validate")
     [message] = [d.render() for d in caught.value.diagnostics]
     assert message.startswith("p.yaml:8:14: steps.evaluate.metrics: node evaluate.br would write 'out/metrics.json'")
 
 
 def test_one_trial_at_a_time_may_reuse_its_metrics_path() -> None:
-    check_search(parse_spec(search_doc("out/{region}.json", parallel=1), "p.yaml"))
+    check_search(parse_spec(search_doc("out/{region}.json", parallel=1), "p.yaml", engines=spec_checks()))
 
 
 def test_search_engine_and_objective_step_are_checked_by_validation() -> None:

@@ -127,7 +127,6 @@ def _plan(tmp_path: Path) -> Plan:
             kind="command",
             axes=(),
             resources=Resources(cpus=1, memory_mb=128),
-            classads={},
             retries=0,
             retry_unless_exit=(),
             timeout_s=None,

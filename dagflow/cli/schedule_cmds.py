@@ -26,10 +26,11 @@ PipelineArg = Annotated[Path, typer.Argument(help="The pipeline file (its schedu
 
 
 def _entries(pipeline: Path):  # -> list[Entry]
+    from dagflow.engines.registry import spec_checks
     from dagflow.schedule.entries import entries
     from dagflow.spec import load_spec
 
-    return entries(load_spec(pipeline))
+    return entries(load_spec(pipeline, spec_checks()))
 
 
 def _fire_times(cron: str) -> str:

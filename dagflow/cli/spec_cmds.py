@@ -69,9 +69,7 @@ def schema() -> None:
     `dagflow schema > dagflow.schema.json` and add `# yaml-language-server: $schema=dagflow.schema.json`
     at the top of pipeline.yaml.
     """
-    from dagflow.spec.model import PipelineSpec
-
-    document = PipelineSpec.model_json_schema(by_alias=True)
+    document = spec_checks().pipeline_model().model_json_schema(by_alias=True)  # with the engines' sections
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["title"] = "dagflow pipeline"
     print(json.dumps(document, indent=2))

@@ -14,8 +14,8 @@ and is built as EngineClass(runs_dir, settings) with settings keyed by option na
 Its package names it, its options, its capabilities and its spec check in an EngineDeclaration, found
 through the `dagflow.engines` entry-point group (registry.py).
 
-The spec check is how an engine checks the fields only it reads (spec/engine_fields.py ENGINE_OWNED, its own
-settings block) once, when the pipeline is loaded, with the positions load_spec read, so each problem is
+The spec check is how an engine checks the fields only it reads (its section: its own block and step fields)
+once, when the pipeline is loaded, with the positions load_spec read, so each problem is
 located at file:line:column and reported with the document's own:
 
     def check(spec: Spec, settings: Mapping[str, Any] | None) -> list[Diagnostic]
@@ -87,6 +87,9 @@ class EngineDeclaration:
     legacy_marker: str | None = None  # a file marking a run it made before runs recorded their engine
     # "module:function" of its spec check (the module docstring); None: the engine has no fields of its own
     spec_check: str | None = None
+    # "module:attribute" of its parts of the pipeline file (spec/sections.py EngineSection: its top-level block,
+    # under its name, and its own step fields); None: it adds none
+    section: str | None = None
     # What it offers callers beyond the contract, by name -> "module" or "module:attribute" (registry.py
     # engine_feature): condor's `compile` and `lint` (the commands), `cron` (schedule install --condor),
     # `progress_files` (where search early stopping reads a running trial's streamed metric lines:

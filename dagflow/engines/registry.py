@@ -4,24 +4,31 @@ itself imported only when chosen.
 Engines are plugins: each is found through the `dagflow.engines` entry-point group, the built-in ones
 (dagflow's own pyproject.toml) exactly as an engine installed from another package, so a third-party
 engine reaches `dagflow run --engine NAME` and every other caller by being installed. Every caller (the
-CLI, the search scheduler, status, schedules) picks engines here. A missing optional dependency
-(htcondor2, a Slurm client) is an error only for the engine that needs it. `register_engine` adds one at
-run time (tests, embedding programs).
+CLI, the search scheduler, status, schedules) picks engines here. An engine's declaration is imported only
+when that engine is asked about; one that cannot be imported (a missing optional dependency such as
+htcondor2, a broken plugin) is an error only for the engine that needs it: "the NAME engine is not
+available here", where it is chosen, never a traceback, and the callers that go through every engine (the
+flags, the spec checks) pass it over. The built-in engines' names are dagflow's: a plugin declaring one is
+refused, with a warning naming its distribution. `register_engine` adds one at run time (tests, embedding
+programs).
 
 The engine that ran a run is recorded once, when its run directory is created (`<run_dir>/engine`, see
 RunLayout.create); every command that continues the run reads it back with engine_of_run, and
 read_run_status reads any run's status the way the engine that made it says.
 
-spec_checks gives every loader of a pipeline file the engines' declared spec checks (engines/base.py): each
-engine checks its own fields once, at load, and its problems are reported with the document's.
+spec_checks gives every loader of a pipeline file what the engines add to it (spec/sections.py): their
+sections (blocks and step fields, validated with the document) and their declared spec checks
+(engines/base.py): each engine checks its own fields once, at load, and its problems are reported with the
+document's.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Mapping
-from importlib.metadata import entry_points
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +37,14 @@ from dagflow.errors import DagflowError, Diagnostic
 from dagflow.run.layout import RunLayout
 from dagflow.run.status import RunStatus
 from dagflow.spec.load import Spec, SpecCheck
+from dagflow.spec.sections import EngineSection, EngineSections
 
 # An engine's spec check, as its declaration names it: (spec, its settings or None) -> the problems found.
 EngineSpecCheck = Callable[[Spec, Mapping[str, Any] | None], list[Diagnostic]]
 
 ENTRY_POINT_GROUP = "dagflow.engines"
 DEFAULT_ENGINE = "local"  # also what a run with no record and no marker was made by
+BUILTIN_DISTRIBUTION = "dagflow"  # whose entry points are the built-in engines
 
 
 class EngineChoiceError(DagflowError):
@@ -46,11 +55,25 @@ _registered: dict[str, EngineDeclaration] = {}  # register_engine's, over the in
 
 
 @functools.cache
-def _installed() -> dict[str, EngineDeclaration]:
-    """Every engine the dagflow.engines entry points name (the default first), read once a process."""
-    found: dict[str, EngineDeclaration] = {}
-    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda point: point.name != DEFAULT_ENGINE):
-        found.setdefault(point.name, _declaration(point.name, point.value))
+def _installed() -> dict[str, str]:
+    """Every engine the dagflow.engines entry points name -> what it names (the default first, then the other
+    built-in ones), read once a process, nothing imported. A plugin's entry point that takes a built-in engine's
+    name is refused (which one would win would depend on sys.path order), with a warning naming its distribution."""
+
+    def order(point: EntryPoint) -> tuple[bool, bool]:
+        return point.name != DEFAULT_ENGINE, _distribution(point) != BUILTIN_DISTRIBUTION
+
+    points = sorted(entry_points(group=ENTRY_POINT_GROUP), key=order)
+    builtins = {point.name for point in points if _distribution(point) == BUILTIN_DISTRIBUTION}
+    found: dict[str, str] = {}
+    for point in points:
+        builtin = _distribution(point) == BUILTIN_DISTRIBUTION
+        if point.name in builtins and not builtin:
+            print(f"warning: ignoring the {point.name!r} engine of the {_distribution(point)} distribution: "
+                  f"{point.name!r} is a built-in engine of dagflow's; a plugin must take a name of its own",
+                  file=sys.stderr)
+        elif builtin or point.name not in found:
+            found[point.name] = point.value
     if not found:
         raise EngineChoiceError(
             "no engines are registered: dagflow's package metadata is missing (install it: pip install -e .)"
@@ -58,10 +81,13 @@ def _installed() -> dict[str, EngineDeclaration]:
     return found
 
 
-def _engines() -> dict[str, EngineDeclaration]:
-    return {**_installed(), **_registered}
+def _distribution(point: EntryPoint) -> str:
+    return point.dist.name if point.dist is not None else "unknown"
 
 
+
+
+@functools.cache
 def _declaration(name: str, value: str) -> EngineDeclaration:
     """What an entry point names: a declaration, or (a minimal plugin) the engine class itself."""
     loaded = _import(name, value)
@@ -71,14 +97,17 @@ def _declaration(name: str, value: str) -> EngineDeclaration:
 
 
 def register_engine(
-    name: str, target: str, legacy_marker: str | None = None, spec_check: str | None = None
+    name: str, target: str, legacy_marker: str | None = None, spec_check: str | None = None,
+    section: str | None = None,
 ) -> None:
     """Add (or replace) an engine: target is "module:Class", the class implementing engines.base.Engine;
-    spec_check "module:function", its spec check (engines/base.py)."""
-    for given in (target, spec_check):
+    spec_check "module:function", its spec check, section "module:attribute", its parts of the pipeline file
+    (engines/base.py)."""
+    for given in (target, spec_check, section):
         if given is not None and ":" not in given:
             raise ValueError(f"engine target {given!r} must be 'module:attribute'")
-    _registered[name] = EngineDeclaration(target, legacy_marker=legacy_marker, spec_check=spec_check)
+    _registered[name] = EngineDeclaration(target, legacy_marker=legacy_marker, spec_check=spec_check,
+                                          section=section)
 
 
 def unregister_engine(name: str) -> None:
@@ -86,21 +115,33 @@ def unregister_engine(name: str) -> None:
 
 
 def engine_names() -> list[str]:
-    return list(_engines())
+    return list(dict.fromkeys([*_installed(), *_registered]))
 
 
 def _entry(name: str) -> EngineDeclaration:
-    entry = _engines().get(name)
-    if entry is None:
-        raise EngineChoiceError(f"unknown engine {name!r}; choose one of {', '.join(_engines())}")
-    return entry
+    """name's declaration, imported now if it was not (EngineChoiceError: unknown, or not available here)."""
+    if name in _registered:
+        return _registered[name]
+    value = _installed().get(name)
+    if value is None:
+        raise EngineChoiceError(f"unknown engine {name!r}; choose one of {', '.join(engine_names())}")
+    return _declaration(name, value)
+
+
+def _available() -> Iterator[tuple[str, EngineDeclaration]]:
+    """Every engine whose declaration imports here, with it; the others are passed over."""
+    for name in engine_names():
+        try:
+            yield name, _entry(name)
+        except EngineChoiceError:
+            continue
 
 
 def _import(name: str, target: str) -> Any:
     module, _, attribute = target.partition(":")
     try:
         return getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError) as error:
+    except Exception as error:  # a plugin may fail in any way on import: it is unavailable, never a traceback
         raise EngineChoiceError(f"the {name} engine is not available here: {error}") from None
 
 
@@ -144,26 +185,44 @@ def engine_provides(name: str, feature: str) -> bool:
     return feature in dict(_entry(name).provides)
 
 
-def spec_checks(engine: str | None = None, settings: Mapping[str, Any] | None = None) -> list[SpecCheck]:
-    """What load_spec runs for a pipeline that `engine` (None: no engine in particular, as `dagflow validate`
-    checks) will run with `settings` (its options by name; the rest take their defaults): every engine's check
-    of its own fields as the document writes them, and the chosen engine's with its settings as well."""
+def spec_checks(engine: str | None = None, settings: Mapping[str, Any] | None = None) -> EngineSections:
+    """What load_spec is given for a pipeline that `engine` (None: no engine in particular, as `dagflow
+    validate` checks) will run with `settings` (its options by name; the rest take their defaults): every
+    available engine's section, its check of its own fields as the document writes them, and the chosen
+    engine's check with its settings as well."""
+    if engine is not None:
+        _entry(engine)  # the chosen engine must be available
+    sections: list[tuple[str, EngineSection]] = []
     checks: list[SpecCheck] = []
-    for name, entry in _engines().items():
-        if entry.spec_check is None:
-            continue
+    for name, entry in _available():
         try:
-            check: EngineSpecCheck = _import(name, entry.spec_check)
+            section = _section(name, entry)
+            check: EngineSpecCheck | None = _import(name, entry.spec_check) if entry.spec_check else None
         except EngineChoiceError:
             if name == engine:
                 raise
-            continue  # an engine that cannot run here (its client library missing) checks nothing here
+            continue  # an engine that cannot run here (its client library missing) adds and checks nothing here
+        if section is not None:
+            sections.append((name, section))
+        if check is None:
+            continue
         if name == engine:
             chosen = {option.name: option.default for option in engine_options(name)} | dict(settings or {})
             checks.append(functools.partial(check, settings=chosen))
         else:
             checks.append(functools.partial(check, settings=None))
-    return checks
+    return EngineSections(tuple(sections), tuple(checks))
+
+
+def _section(name: str, entry: EngineDeclaration) -> EngineSection | None:
+    """The engine's parts of the pipeline file, checked to be what the declaration says."""
+    if entry.section is None:
+        return None
+    section = _import(name, entry.section)
+    if not isinstance(section, EngineSection):
+        raise EngineChoiceError(f"the {name} engine is not available here: its section {entry.section} is not "
+                                "an EngineSection")
+    return section
 
 
 def engine_of_run(layout: RunLayout) -> str:
@@ -171,7 +230,7 @@ def engine_of_run(layout: RunLayout) -> str:
     recorded = layout.recorded_engine()
     if recorded is not None:
         return recorded
-    for name, entry in _engines().items():
+    for name, entry in _available():
         if entry.legacy_marker is not None and (layout.run_dir / entry.legacy_marker).exists():
             return name
     return DEFAULT_ENGINE

@@ -30,9 +30,9 @@ from dagflow.plan.model import (
     StepInfo,
 )
 from dagflow.policies import GpuClass, gpu_classes
-from dagflow.spec.engine_fields import ENGINE_OWNED
 from dagflow.spec.load import Spec
 from dagflow.spec.model import AUTO, PipelineSpec, StepSpec
+from dagflow.spec.sections import NO_ENGINES, EngineSections
 from dagflow.spec.sharing import shared_outputs
 from dagflow.spec.templates import Template, parse_template
 from dagflow.spec.yamlpos import dotted
@@ -102,16 +102,16 @@ def _expand(
         steps=expander.steps,
         nodes=expander.nodes,
         workdir=str(spec.file.parent),
-        engine_defaults=_engine_defaults(spec.model),
+        engine_defaults=_engine_defaults(spec.model, spec.engines or NO_ENGINES),
     )
 
 
-def _engine_defaults(model: PipelineSpec) -> dict[str, dict[str, Any]]:
-    """The engine settings the pipeline declares (only those it sets: a flag or the engine's default rules
-    the rest)."""
-    if model.condor is None:
-        return {}
-    return {"condor": {key: getattr(model.condor, key) for key in model.condor.model_fields_set}}
+def _engine_defaults(model: PipelineSpec, engines: EngineSections) -> dict[str, dict[str, Any]]:
+    """The engines' blocks the pipeline declares, each with the settings it sets (a flag or the engine's
+    default rules the rest)."""
+    blocks = {engine: getattr(model, engine, None) for engine, section in engines.sections if section.block}
+    return {engine: {key: getattr(block, key) for key in block.model_fields_set}
+            for engine, block in blocks.items() if block is not None}
 
 
 class _Expander:
@@ -143,7 +143,7 @@ class _Expander:
     def add_step(self, step_name: str) -> None:
         model = self.spec.model
         step = model.steps[step_name]
-        info = _step_info(step_name, step, model)
+        info = _step_info(step_name, step, model, self.spec.engines or NO_ENGINES)
         if self.resolve is not None:
             info = self.resolve(step_name, step, info)
         self.steps[step_name] = info
@@ -262,7 +262,6 @@ def _helper_step(info: StepInfo, suffix: str) -> StepInfo:
         kind="transfer",
         axes=info.axes,
         resources=Resources(),
-        classads={},
         retries=2,
         retry_unless_exit=(2,),
         timeout_s=None,
@@ -298,13 +297,12 @@ def _collision(spec: Spec, step: str, name: str) -> SpecError:
     )])
 
 
-def _step_info(name: str, step: StepSpec, model: PipelineSpec) -> StepInfo:
+def _step_info(name: str, step: StepSpec, model: PipelineSpec, engines: EngineSections) -> StepInfo:
     return StepInfo(
         name=name,
         kind=step.kind,
         axes=tuple(axis for axis in model.matrix if axis not in step.over),
         resources=_resources(step),
-        classads=dict(step.classads),
         retries=step.retries.count,
         retry_unless_exit=tuple(step.retries.unless_exit),
         timeout_s=None if step.timeout == AUTO else step.timeout,
@@ -314,7 +312,7 @@ def _step_info(name: str, step: StepSpec, model: PipelineSpec) -> StepInfo:
         checkpoint_files=tuple(step.checkpoint.files) if step.checkpoint else (),
         checkpoint_max_restarts=step.checkpoint.max_restarts if step.checkpoint else 0,
         runtime=_runtime(step, model),
-        engine_fields=_engine_fields(step),
+        engine_fields={engine: fields for engine, section in engines.sections if (fields := section.fields_of(step))},
     )
 
 
@@ -353,19 +351,6 @@ def _resources(step: StepSpec) -> Resources:
         memory_max_mb=res.memory_max,
         memory_growth=res.memory_growth,
     )
-
-
-def _engine_fields(step: StepSpec) -> dict[str, dict[str, Any]]:
-    """The step's fields that one engine alone reads, in that engine's section (spec/engine_fields.py
-    ENGINE_OWNED): `requirements` as the expressions that must all hold, the GPU placement class's first
-    and the step's own as written; the engine combines them in its own words."""
-    parts = []
-    placement = gpu_classes()[step.resources.gpu_class] if step.resources.gpu_class else None
-    if placement is not None and placement.requirements:
-        parts.append(placement.requirements)
-    if step.requirements:
-        parts.append(step.requirements.strip())
-    return {ENGINE_OWNED["requirements"]: {"requirements": parts}} if parts else {}
 
 
 def _trial_numbers(trial_number: int | None, trial_values: list[str] | None) -> dict[str, int | None] | None:

@@ -3,10 +3,9 @@
 A Plan is plain data. Per-step constants (resources, placement, attributes) are shared objects so a
 plan of 100k+ nodes stays small; per-node values are the node's argv, env, coordinates and paths.
 
-It knows no engine. A step field only one engine reads (HTCondor's ClassAd `requirements`) travels in
-that engine's own section of the step, StepInfo.engine_fields[ENGINE][FIELD], as the pipeline-level
-`condor:` settings travel in Plan.engine_defaults[ENGINE]: the plan carries them, the engine reads and
-checks them (its declared spec check), and nothing neutral interprets them.
+It knows no engine. An engine's own step fields (spec/sections.py) travel in that engine's section of the
+step, StepInfo.engine_fields[ENGINE][FIELD], as its top-level block travels in Plan.engine_defaults[ENGINE]:
+the plan carries them, opaque; the engine reads them (and checked them, at load), nothing neutral does.
 """
 
 from __future__ import annotations
@@ -17,12 +16,12 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from dagflow.spec.engine_fields import ENGINE_OWNED
-
-# 2: a step's `requirements` moved into its engine section (engine_fields["condor"]); format 1 plans (runs made
-# before) are read and moved the same way. Node fingerprints (cache keys) never held requirements: unchanged.
-PLAN_FORMAT = 2
-_READABLE_FORMATS = (1, PLAN_FORMAT)
+# 2 and 3: the engine fields a step kept at its top moved into their engine's section (2: one, 3: the rest).
+# A plan of an earlier format (a run made before) keeps them in the EARLIER_FORMAT section, where the engine
+# that owns them finds them (StepInfo.engine_section). Node fingerprints (cache keys) never held them.
+PLAN_FORMAT = 3
+_READABLE_FORMATS = (1, 2, PLAN_FORMAT)
+EARLIER_FORMAT = "earlier-format"
 
 # argv[0] of a node that runs dagflow itself (a transfer step); each engine decides how to launch it
 # (the local engine uses the running interpreter, batch engines expect `dagflow` on the execute node).
@@ -33,7 +32,6 @@ DAGFLOW_LAUNCHER = "dagflow"
 PUBLISH_SUFFIX = ".publish"
 PROMOTE_SUFFIX = ".promote"
 
-ClassAdValue = str | int | float | bool
 # The command words runtime.python replaces (the one rule, for every engine that honours it).
 PYTHON_NAMES = frozenset({"python", "python3"})
 
@@ -74,12 +72,6 @@ class StepInfo:
     kind: str  # transfer | train | evaluate | command
     axes: tuple[str, ...]  # the matrix axes this step fans out over, in matrix order
     resources: Resources
-    # Attributes every node of the step publishes about itself (the pipeline's `classads:`). Neutral, not an
-    # engine's section: every engine that can attach attributes to a job does (condor as job ClassAd
-    # attributes, Slurm and Grid Engine in the batch job's attribute record, engines/batch/submission.py),
-    # and reports show them whatever engine ran the step, so they are part of what a step is, not of how one
-    # engine places it. Their names and values are checked in the spec (spec/validate.py) for every engine.
-    classads: dict[str, ClassAdValue]
     retries: int
     retry_unless_exit: tuple[int, ...]
     timeout_s: int | None
@@ -93,10 +85,13 @@ class StepInfo:
     checkpoint_files: tuple[str, ...] = ()
     checkpoint_max_restarts: int = 0  # restarts of one node after which a checkpoint exit is a failure
     runtime: Runtime = Runtime()
-    # Fields only one engine reads, by engine name then field (spec/engine_fields.py ENGINE_OWNED says which),
-    # e.g. {"condor": {"requirements": ["HAS_A100", "CUDACapability >= 8.0"]}}: that engine alone interprets
-    # them. Empty for a step that sets none.
+    # The engines' own fields, by engine name then field (what each engine's section makes of the step, its
+    # declared step fields: spec/sections.py); that engine alone interprets them. Empty for a step that sets none.
     engine_fields: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def engine_section(self, engine: str) -> dict[str, Any]:
+        """engine's fields of this step, with those a plan of an earlier format kept at the step's top."""
+        return {**self.engine_fields.get(EARLIER_FORMAT, {}), **self.engine_fields.get(engine, {})}
 
 
 @dataclass(slots=True)
@@ -126,7 +121,7 @@ class Plan:
     steps: dict[str, StepInfo]
     nodes: dict[str, Node]  # in a topological order
     workdir: str = "."  # directory the nodes' relative paths are relative to
-    # Engine settings the pipeline file declares (its `condor:` block), by engine name; flags override them.
+    # The engines' own blocks as the pipeline file declares them, by engine name; flags override them.
     engine_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
     # What the command line changed (plan/overrides.py): {"only": {axis: [values]}, "set": {param: value}}
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -176,7 +171,7 @@ class Plan:
             raise ValueError(f"unsupported plan format {data.get('format')!r}, expected {PLAN_FORMAT}")
         steps = {}
         for name, raw in data["steps"].items():
-            raw = _step_of_format_1(raw) if data["format"] == 1 else dict(raw)
+            raw = _step_of_earlier_format(raw) if data["format"] != PLAN_FORMAT else dict(raw)
             raw["resources"] = Resources(**raw["resources"])
             raw["axes"] = tuple(raw["axes"])
             raw["retry_unless_exit"] = tuple(raw["retry_unless_exit"])
@@ -217,10 +212,13 @@ class Plan:
         return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def _step_of_format_1(raw: dict[str, Any]) -> dict[str, Any]:
-    """A step as format 1 wrote it, in today's layout: its ClassAd `requirements` (one expression, already
-    joined) moved into the condor section, where format 2 keeps the expressions that must all hold."""
-    raw = dict(raw)
-    requirements = raw.pop("requirements", None)
-    raw["engine_fields"] = {ENGINE_OWNED["requirements"]: {"requirements": [requirements]}} if requirements else {}
+_STEP_FIELDS = frozenset(f.name for f in fields(StepInfo))
+
+
+def _step_of_earlier_format(raw: dict[str, Any]) -> dict[str, Any]:
+    """A step as an earlier format wrote it, in today's layout: the keys today's steps lack (engine fields it
+    kept at the step's top), those it set, in the EARLIER_FORMAT section as they were."""
+    earlier = {key: value for key, value in raw.items() if key not in _STEP_FIELDS and value not in (None, {})}
+    raw = {key: value for key, value in raw.items() if key in _STEP_FIELDS}
+    raw["engine_fields"] = {**raw.get("engine_fields", {}), **({EARLIER_FORMAT: earlier} if earlier else {})}
     return raw

@@ -146,13 +146,19 @@ def _placement_cell(report: RunReport, step_name: str) -> str:
     if step is None:
         return "<td></td>"
     parts = [f"{name} auto = {note}" for name, note in step.resource_notes.items()]
-    parts += [f"{engine} {name} = {_field_text(value)}" for engine, section in step.engine_fields.items()
-              for name, value in section.items()]  # fields one engine reads, named with their engine
-    parts += [f"{name} = {json.dumps(value, ensure_ascii=False)}" for name, value in step.classads.items()]
+    for engine, section in step.engine_fields.items():  # fields one engine reads, named with their engine
+        parts += [_engine_field(engine, name, value) for name, value in section.items()]
     text = "; ".join(parts)
     most = 3 * TEXT_CELL
     shown = text if len(text) <= most else text[: most - 1] + "…"
     return f'<td title="{esc(text)}">{esc(shown)}</td>'
+
+
+def _engine_field(engine: str, name: str, value: object) -> str:
+    """An engine field as the placement cell shows it; a mapping (custom attributes) entry by entry."""
+    if isinstance(value, dict):
+        return "; ".join(f"{key} = {json.dumps(item, ensure_ascii=False)}" for key, item in value.items())
+    return f"{engine} {name} = {_field_text(value)}"
 
 
 def _field_text(value: object) -> str:

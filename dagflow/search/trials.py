@@ -316,7 +316,7 @@ class SpearmintTrials:
             *(["--python", self.python] if self.python else []),
         ]  # fmt: skip
         step = StepInfo(
-            name=JOB_STEP, kind="evaluate", axes=(), resources=Resources(), classads={},
+            name=JOB_STEP, kind="evaluate", axes=(), resources=Resources(),
             retries=0, retry_unless_exit=(), timeout_s=None, priority=0, metrics=str(result),
         )  # fmt: skip
         node = Node(

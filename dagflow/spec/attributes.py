@@ -1,5 +1,5 @@
-"""The names of the Dagflow* attributes every engine attaches to a node's job (HTCondor job ClassAd
-attributes, Slurm's job comment): named here once, for the engines and for validation."""
+"""The names of the Dagflow* attributes every engine attaches to a node's job (as job
+attributes, or a batch job's comment): named here once, for the engines and for validation."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def attribute_name(axis: str) -> str:
 
 
 def reserved_attributes(axes: Iterable[str]) -> dict[str, str]:
-    """Every attribute dagflow sets for a pipeline with these matrix axes: lower-cased name (ClassAd
-    names are case-insensitive) -> what sets it."""
+    """Every attribute dagflow sets for a pipeline with these matrix axes: lower-cased name (job
+    attribute names are case-insensitive) -> what sets it."""
     reserved = {name.lower(): "dagflow" for name in BUILTIN_ATTRIBUTES}
     reserved.update((attribute_name(axis).lower(), f"matrix axis {axis!r}") for axis in axes)
     return reserved

@@ -2,7 +2,7 @@
 three-letter month and weekday names, and the @daily-style macros.
 
 normalize() turns an expression into the plain numeric five-field form dagflow writes everywhere (a
-crontab line, HTCondor's cron_* commands), so both read it the same way; next_fire_times() says when it
+crontab line, a batch system's cron settings), so both read it the same way; next_fire_times() says when it
 will fire, computed by cronsim, which follows Debian cron's rules (including its day-of-month /
 day-of-week 'or').
 """

@@ -1,18 +1,13 @@
-"""Which step fields an engine will ignore (one located warning per step and field), and which fields
-belong to one engine alone.
+"""Which step fields an engine will ignore (one located warning per step and field).
 
 Engines declare the fields they honour (engines/base.py RESOURCE_FIELDS); a pipeline that sets one the
-chosen engine ignores still runs, but its nodes are placed without it, so the user hears of it.
-
-ENGINE_OWNED names the step fields written in the engine's own words, which only that engine reads: the
-plan carries them in that engine's section of the step (plan/model.py StepInfo.engine_fields) and that
-engine's declared spec check (engines/base.py EngineDeclaration.spec_check) checks them. The YAML keeps them
-where users write them (`requirements:` beside `resources:`); only their home in the plan is the engine's.
+chosen engine ignores still runs, but its nodes are placed without it, so the user hears of it. An engine's
+own step fields (spec/sections.py) count as well: another engine places the nodes without them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from dagflow.errors import Diagnostic
 from dagflow.policies import gpu_classes
@@ -23,9 +18,6 @@ from dagflow.spec.yamlpos import Path_, dotted
 _RESOURCE_KEYS = ("cpus", "memory", "memory_max", "disk", "gpus", "gpu_memory", "cuda_capability")
 # `runtime:` keys, as honours names them: what runs the node on the execute node, not where it is placed.
 RUNTIME_FIELDS = ("runtime.python", "runtime.container_image")
-# Step field -> the engine whose section of the plan carries it: HTCondor ClassAd expressions (the step's own
-# and its GPU placement class's) mean nothing to another engine.
-ENGINE_OWNED: dict[str, str] = {"requirements": "condor"}
 
 
 def _runtime_set(base: Path_, runtime: RuntimeSpec | None) -> Iterator[tuple[str, Path_]]:
@@ -49,8 +41,9 @@ def _pipeline_runtime(spec: Spec, honours: frozenset[str], engine: str) -> list[
 def ignored_fields(spec: Spec, honours: frozenset[str], engine: str) -> list[Diagnostic]:
     """A warning for each field a step sets that `engine` (honouring `honours`) will not act on."""
     warnings = []
+    engine_fields = list(spec.engines.step_field_names()) if spec.engines else []
     for name, step in spec.model.steps.items():
-        for field, path in _fields_set(name, step):
+        for field, path in _fields_set(name, step, engine_fields):
             if field in honours:
                 continue
             line, column = spec.positions.of(path, key=True)
@@ -64,7 +57,7 @@ def ignored_fields(spec: Spec, honours: frozenset[str], engine: str) -> list[Dia
     return sorted(warnings, key=lambda warning: (warning.line, warning.column))
 
 
-def _fields_set(name: str, step: StepSpec) -> Iterator[tuple[str, Path_]]:
+def _fields_set(name: str, step: StepSpec, engine_fields: Iterable[str]) -> Iterator[tuple[str, Path_]]:
     base: Path_ = ("steps", name)
     resources = step.resources
     for key in _RESOURCE_KEYS:
@@ -77,13 +70,12 @@ def _fields_set(name: str, step: StepSpec) -> Iterator[tuple[str, Path_]]:
             for field, value in (("gpu_memory", placement.gpu_memory_mb),
                                  ("cuda_capability", placement.cuda_capability),
                                  ("requirements", placement.requirements)):
-                own = field in resources.model_fields_set or (field == "requirements" and step.requirements)
+                own = field in resources.model_fields_set or getattr(step, field, None)
                 if value is not None and not own:
                     yield field, path
-    if step.requirements is not None:
-        yield "requirements", (*base, "requirements")
-    if step.classads:
-        yield "classads", (*base, "classads")
+    for field in engine_fields:
+        if getattr(step, field, None) not in (None, {}):
+            yield field, (*base, field)
     if "priority" in step.model_fields_set:
         yield "priority", (*base, "priority")
     if step.timeout is not None:

@@ -113,7 +113,7 @@ class PromoteSpec(Strict):
     min_delta: float = Field(0.0, ge=0, description="how much better the new metric must be")
 
 
-CHECKPOINT_EXIT_CODE = 85  # HTCondor's manual suggests 85 (ERESTART on Linux)
+CHECKPOINT_EXIT_CODE = 85  # ERESTART on Linux, the batch systems' usual "run me again" code
 CHECKPOINT_MAX_RESTARTS = 1000
 
 
@@ -121,8 +121,8 @@ class CheckpointSpec(Strict):
     files: list[str] = Field(
         min_length=1,
         description="files or directories, relative to the job's directory, that hold the step's checkpoint: "
-        "kept between restarts (HTCondor transfer mode: sent back to the access point at each checkpoint "
-        "and to the next machine after an eviction)",
+        "kept between restarts (where nothing is shared: sent back to the submitting machine at each "
+        "checkpoint and to the next machine after an eviction)",
     )
     exit_code: int = Field(
         CHECKPOINT_EXIT_CODE,
@@ -136,12 +136,8 @@ class CheckpointSpec(Strict):
         ge=1,
         le=1_000_000,
         description="after this many checkpoint restarts of one node, the next checkpoint exit counts as a "
-        "failure, so a script that always exits with exit_code cannot loop for ever (HTCondor: a periodic_remove "
-        "on CheckpointNumber, checked every PERIODIC_EXPR_INTERVAL)",
+        "failure, so a script that always exits with exit_code cannot loop for ever",
     )
-
-
-DATA_MODES = ("transfer", "shared")  # the HTCondor engine's data modes; the first is the default
 
 
 class RuntimeSpec(Strict):
@@ -154,16 +150,7 @@ class RuntimeSpec(Strict):
     container_image: str | None = Field(
         None,
         description="run the step in this container image: docker://repo/image:tag, or an Apptainer .sif "
-        "path (HTCondor: container universe with container_image)",
-    )
-
-
-class CondorSpec(Strict):
-    data_mode: Literal["transfer", "shared"] | None = Field(
-        None,
-        description="transfer: nothing is shared, each node gets its declared inputs and scripts through "
-        "HTCondor file transfer and sends its declared outputs back; shared: jobs run in the pipeline's "
-        "directory on a shared filesystem [default: transfer; `--data-mode` overrides]",
+        "path",
     )
 
 
@@ -171,7 +158,29 @@ def _retry_from_int(value: Any) -> Any:
     return {"count": value} if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-class StepSpec(Strict):
+class StepRules(Strict):
+    """What a step must satisfy as a whole: the base of StepSpec and of a step with the engines' fields
+    (spec/sections.py), whose fields are StepSpec's."""
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> StepRules:
+        step: Any = self  # a StepSpec, or a step with the engines' fields
+        if step.kind == "transfer":
+            missing = [name for name, value in (("from", step.from_), ("to", step.to)) if not value]
+            if missing:
+                raise ValueError(f"a transfer step needs {' and '.join(missing)}")
+            if step.command is not None:
+                raise ValueError("a transfer step takes from/to, not command")
+        else:
+            if step.command is None or step.command == [] or step.command == "":
+                raise ValueError(f"a {step.kind} step needs a command")
+            if step.from_ is not None or step.to is not None:
+                raise ValueError("from/to belong to transfer steps (kind: transfer)")
+        return self
+
+
+# A step's neutral fields; the engines' own step fields are added to them (spec/sections.py).
+class StepSpec(StepRules):
     kind: Literal["transfer", "train", "evaluate", "command"] = Field(
         "command", description="what the step does; transfer steps move data with from/to"
     )
@@ -189,12 +198,6 @@ class StepSpec(Strict):
     from_: str | None = Field(None, alias="from", description="transfer source: a path or s3://bucket/prefix")
     to: str | None = Field(None, description="transfer destination: a path or s3://bucket/prefix")
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)  # type: ignore[arg-type]
-    requirements: str | None = Field(
-        None, description="extra ClassAd expression the machine must satisfy (ANDed with HAS_GPU for GPU steps)"
-    )
-    classads: dict[Identifier, ScalarValue] = Field(
-        default_factory=dict, description="custom job ClassAd attributes, written as My.<Name>"
-    )
     env: dict[Annotated[str, StringConstraints(pattern=IDENTIFIER)], str | int | float | bool] = Field(
         default_factory=dict
     )
@@ -225,21 +228,6 @@ class StepSpec(Strict):
         description="a self-checkpointing step: {files: [...], exit_code: 85}. A node exiting with exit_code is "
         "run again at once with its checkpoint files kept, and that does not count as a failed attempt",
     )
-
-    @model_validator(mode="after")
-    def _kind_fields(self) -> StepSpec:
-        if self.kind == "transfer":
-            missing = [name for name, value in (("from", self.from_), ("to", self.to)) if not value]
-            if missing:
-                raise ValueError(f"a transfer step needs {' and '.join(missing)}")
-            if self.command is not None:
-                raise ValueError("a transfer step takes from/to, not command")
-        else:
-            if self.command is None or self.command == [] or self.command == "":
-                raise ValueError(f"a {self.kind} step needs a command")
-            if self.from_ is not None or self.to is not None:
-                raise ValueError("from/to belong to transfer steps (kind: transfer)")
-        return self
 
 
 class ObjectiveSpec(Strict):
@@ -364,6 +352,7 @@ class ScheduleSpec(Strict):
     per: Identifier | None = Field(None, description="a matrix axis to install one schedule per value of")
 
 
+# The document's neutral blocks; each engine's own block is added under its name (spec/sections.py).
 class PipelineSpec(Strict):
     name: Annotated[str, StringConstraints(pattern=STEP_NAME)]
     description: str | None = None
@@ -379,4 +368,3 @@ class PipelineSpec(Strict):
     runtime: RuntimeSpec | None = Field(
         None, description="what runs every step on the execute node: {python: PATH} or {container_image: IMAGE}"
     )
-    condor: CondorSpec | None = Field(None, description="HTCondor engine settings: {data_mode: transfer|shared}")

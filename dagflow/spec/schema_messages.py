@@ -8,7 +8,7 @@ to what the field expected (a noun: "a whole number", "a mapping such as {...}")
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dagflow.text import plural
@@ -26,14 +26,14 @@ NOUNS = {
     **dict.fromkeys(_BOOL, "true or false"),
 }
 
-# What a mapping or a list looks like where one goes, by the field's name (the last key of its path).
+# What a mapping or a list looks like where one goes, by the field's name (the last key of its path); the
+# engines' sections add their own (spec/sections.py EngineSection.examples).
 MAPPING_EXAMPLES = {
     "retries": "a number such as 2, or a mapping such as {count: 2, unless_exit: [3]}",
     "resources": "a mapping such as {cpus: 4, memory: 8GB, gpus: 1}",
     "promote_if": "a mapping such as {metric: auc, better: higher, than: s3://bucket/models/{region}/latest}",
     "checkpoint": "a mapping such as {files: [ckpt/], exit_code: 85}",
     "runtime": "a mapping such as {python: /opt/venv/bin/python} or {container_image: docker://repo/image:tag}",
-    "condor": "a mapping such as {data_mode: transfer}",
     "search": "a mapping such as {objective: {metric: val_loss}, variables: {lr: {type: FLOAT, min: 0.001, max: 0.1}}}",
     "objective": "a mapping such as {metric: val_loss, goal: minimize}",
     "variables": "a mapping of names to variables such as {lr: {type: FLOAT, min: 0.001, max: 0.1}}",
@@ -43,7 +43,6 @@ MAPPING_EXAMPLES = {
     "matrix": "a mapping of axes to values such as {region: [us, br]}",
     "params": "a mapping such as {lr: 0.01, hidden: 128}",
     "env": "a mapping such as {OMP_NUM_THREADS: 4}",
-    "classads": "a mapping such as {DagflowTeam: recs}",
 }
 STEP_EXAMPLE = "a mapping such as {command: python train.py, needs: [fetch]}"  # a step, under steps.<name>
 VARIABLE_EXAMPLE = "a mapping such as {type: FLOAT, min: 0.001, max: 0.1}"  # under search.variables.<name>
@@ -66,12 +65,15 @@ _BOUNDS = {
 }
 
 
-def schema_message(errors: Sequence[dict[str, Any]], path: Sequence[str | int]) -> str:
-    """One message for the errors pydantic reported at one place of the document (path)."""
+def schema_message(
+    errors: Sequence[dict[str, Any]], path: Sequence[str | int], examples: Mapping[str, str] | None = None
+) -> str:
+    """One message for the errors pydantic reported at one place of the document (path); examples: the
+    engines' mapping examples, by field name."""
     nouns: list[str] = []
     rules: list[str] = []
     for error in errors:
-        noun = _noun(error, path)
+        noun = _noun(error, path, examples or {})
         if noun is not None:
             nouns.append(noun)
         else:
@@ -100,11 +102,11 @@ def shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _noun(error: dict[str, Any], path: Sequence[str | int]) -> str | None:
+def _noun(error: dict[str, Any], path: Sequence[str | int], examples: Mapping[str, str]) -> str | None:
     kind = error["type"]
     field = next((str(part) for part in reversed(path) if isinstance(part, str)), "")
     if kind in _MAPPING:
-        return _mapping_example(path, field)
+        return examples.get(field) or _mapping_example(path, field)
     if kind in _LIST:
         in_matrix = len(path) == 2 and path[0] == "matrix"
         return MATRIX_VALUES_EXAMPLE if in_matrix else LIST_EXAMPLES.get(field, "a list such as [a, b]")

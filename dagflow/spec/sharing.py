@@ -14,9 +14,8 @@ Words that are options (`-x`), URLs or absolute paths are not compared; `--opt=V
 It cannot see a file a script opens by a name its command does not mention (a directory passed whole,
 say, of which only some files are declared).
 
-In HTCondor's transfer mode an absolute path in a command is one the execute node must provide: unless
-it is declared under inputs (saying the node has it), it is an error, since it usually names a file on
-the submit side that the job cannot see.
+command_words, input_paths and normal_path read a step's command and inputs the same way for an engine's
+own rules about them (its spec check).
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _QUOTING = re.compile(r"[\"'\\]")
 
 
-def _normal(path: str) -> str:
+def normal_path(path: str) -> str:
     return posixpath.normpath(path.replace("{{", "{").replace("}}", "}")) if path else ""
 
 
@@ -44,7 +43,7 @@ def _related(word: str, path: str) -> bool:
     return word == path or path.startswith(word + "/") or word.startswith(path + "/")
 
 
-def _words(name: str, step: StepSpec) -> Iterator[tuple[Path_, str]]:
+def command_words(name: str, step: StepSpec) -> Iterator[tuple[Path_, str]]:
     """(location, word) for each command word after the program, with `--opt=VALUE` reduced to VALUE."""
     base: Path_ = ("steps", name, "command")
     if isinstance(step.command, str):
@@ -73,11 +72,11 @@ def _outputs(step: StepSpec) -> list[str]:
         outputs.append(step.to)
     if step.metrics:
         outputs.append(step.metrics)
-    return [_normal(path) for path in outputs if not _URL.match(path)]
+    return [normal_path(path) for path in outputs if not _URL.match(path)]
 
 
-def _inputs(step: StepSpec) -> list[str]:
-    return [_normal(path) for path in step.inputs if not _URL.match(path)]
+def input_paths(step: StepSpec) -> list[str]:
+    return [normal_path(path) for path in step.inputs if not _URL.match(path)]
 
 
 def _ancestors(path: str) -> Iterator[str]:
@@ -108,11 +107,11 @@ def undeclared_sharing(steps: dict[str, StepSpec], locate: object, filename: str
             exact.setdefault(output, set()).add(writer)
     warnings = []
     for name, step in steps.items():
-        declared = _inputs(step) + produced[name]
-        for path, word in _words(name, step):
+        declared = input_paths(step) + produced[name]
+        for path, word in command_words(name, step):
             if _URL.match(word) or word.startswith("/"):
                 continue
-            normal = _normal(word)
+            normal = normal_path(word)
             if normal in (".", "..") or any(_related(normal, known) for known in declared):
                 continue
             # the word is an output or a directory holding one, or lies inside an output directory
@@ -129,28 +128,6 @@ def undeclared_sharing(steps: dict[str, StepSpec], locate: object, filename: str
                     hint=f"add it (or the files it reads there) to steps.{name}.inputs",
                 ))
     return warnings
-
-
-def absolute_paths(steps: dict[str, StepSpec], locate: object, filename: str) -> list[Diagnostic]:
-    """An error for each absolute path in a command (after the program) that the step does not declare."""
-    errors = []
-    for name, step in steps.items():
-        if step.kind == "transfer":
-            continue  # runs on the access point (HTCondor's local universe), where its paths are
-        declared = set(_inputs(step))
-        for path, word in _words(name, step):
-            if not word.startswith("/") or _normal(word) in declared or _normal(word) == "/":
-                continue
-            line, column = locate(path)  # type: ignore[operator]
-            errors.append(Diagnostic(
-                filename, line, column, dotted(path),
-                f"{word!r} is an absolute path the job cannot see in HTCondor's transfer data mode (nothing is "
-                "shared with the execute node) and it is not declared",
-                hint=f"give it relative to the pipeline's directory so it is transferred, or list it under "
-                f"steps.{name}.inputs if the execute node has it at that path (or use condor: "
-                "{data_mode: shared})",
-            ))
-    return errors
 
 
 class Writer(Protocol):
@@ -208,9 +185,9 @@ def _nearest_written(directory: str, writers: Mapping[str, Writer], nearest: dic
 
 
 def _written_path(path: str) -> str | None:
-    """The path as one file system name (`./out//x/` is `out/x`); None for a URL or nothing."""
+    """The path as one file system name (`./out//x/` is `out/x`); None for a _URL or nothing."""
     if path and path[-1] not in "/." and "//" not in path and "./" not in path and ":" not in path:
-        return path  # most paths: normpath and the URL test cost more than the rest of the check
+        return path  # most paths: normpath and the _URL test cost more than the rest of the check
     if not path or _URL.match(path):
         return None
     return posixpath.normpath(path)

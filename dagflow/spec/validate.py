@@ -2,9 +2,9 @@
 
 Schema checks come from the pydantic model; the checks that need the whole document (references
 between steps, cycles, templates) run here on the raw data, guarded so that one malformed part never
-hides the problems in another. Fields only one engine reads (spec/engine_fields.py ENGINE_OWNED: ClassAd
-`requirements`) and an engine's own settings block (`condor:`) are that engine's to check, in its declared
-spec check (engines/base.py EngineDeclaration.spec_check), which load_spec runs with these (spec/load.py).
+hides the problems in another. An engine's own block and step fields (spec/sections.py) are validated with
+the document, against the models the engine declares; what else they must satisfy is that engine's to check,
+in its declared spec check (engines/base.py EngineDeclaration.spec_check), which load_spec runs (spec/load.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from pydantic import ValidationError
 from dagflow.errors import Diagnostic
 from dagflow.gpu_memory import GPU_MEMORY
 from dagflow.policies import gpu_classes
-from dagflow.spec.attributes import reserved_attributes
 from dagflow.spec.cron import FORM as CRON_FORM
 from dagflow.spec.cron import CronError
 from dagflow.spec.cron import normalize as normalize_cron
@@ -43,6 +42,7 @@ from dagflow.spec.model import (
 )
 from dagflow.spec.runtime_checks import runtime_errors
 from dagflow.spec.schema_messages import schema_message
+from dagflow.spec.sections import NO_ENGINES, EngineSections
 from dagflow.spec.sharing import undeclared_sharing
 from dagflow.spec.templates import TemplateError, parse_template
 from dagflow.spec.units import DURATION_HELP, SIZE_HELP
@@ -54,18 +54,11 @@ BUILTIN_VARIABLES = ("run.id", "step", "pipeline")
 # dagflow sets DAGFLOW_RUN_ID, DAGFLOW_NODE, ... in every node's environment and finds its own nodes by them.
 RESERVED_ENV_PREFIX = "DAGFLOW_"
 SHELL_OPERATORS = frozenset({"|", "||", "&&", ";", ">", ">>", "<", "<<", "&", "2>", "2>&1", "&>"})
-# Job attributes dagflow or HTCondor set themselves; a custom ClassAd must not overwrite them.
-RESERVED_CLASSADS = frozenset(
-    name.lower()
-    for name in (
-        "Requirements", "Rank", "Owner", "Cmd", "Args", "Arguments", "Environment", "Env", "In", "Out", "Err",
-        "UserLog", "Iwd", "JobUniverse", "RequestCpus", "RequestMemory", "RequestDisk", "RequestGpus", "JobPrio",
-        "JobStatus", "ClusterId", "ProcId", "DAGManJobId", "DAGNodeName", "DAGParentNodeNames", "PeriodicRemove",
-        "PeriodicHold", "PeriodicRelease",
-    )
-)
+CONTROL_CHARACTERS_MESSAGE = "control characters (such as a newline) are not allowed in this value"
+CONTROL_CHARACTERS_HINT = "they cannot be passed safely to batch systems"
 
-# Field names allowed at each level of the document, for "did you mean" hints on unknown keys.
+# Field names allowed at each level of the document, for "did you mean" hints on unknown keys (the document
+# and a step as the engines' sections extend them: _allowed_fields).
 _MODELS_BY_PATTERN: dict[tuple[str, ...], type] = {
     (): PipelineSpec,
     ("steps", "*"): StepSpec,
@@ -95,12 +88,15 @@ class Checked:
     warnings: list[Diagnostic]
 
 
-def check_document(data: Any, positions: Positions, filename: str, base: Path | None) -> Checked:
-    """Every check of a parsed pipeline document; `base` is the pipeline's directory (for relative paths)."""
+def check_document(
+    data: Any, positions: Positions, filename: str, base: Path | None, engines: EngineSections = NO_ENGINES
+) -> Checked:
+    """Every check of a parsed pipeline document; `base` is the pipeline's directory (for relative paths),
+    `engines` what the engines add to the document (their blocks and step fields)."""
     if not isinstance(data, dict):
         problem = Diagnostic(filename, 1, 1, "", "a pipeline file must be a mapping (name:, steps:, ...)")
         return Checked(None, [problem], [])
-    checker = _Checker(filename, positions)
+    checker = _Checker(filename, positions, engines)
     checker.base = base
     model = checker.schema(data)
     checker.semantics(data)
@@ -115,8 +111,9 @@ def closest(name: str, candidates: Iterable[str]) -> str | None:
     return f"did you mean {matches[0]!r}?" if matches else None
 
 
-def _allowed_fields(path: Path_) -> list[str]:
-    for pattern, model in _MODELS_BY_PATTERN.items():
+def _allowed_fields(path: Path_, engines: EngineSections) -> list[str]:
+    extended = {(): engines.pipeline_model(), ("steps", "*"): engines.step_model()}
+    for pattern, model in {**_MODELS_BY_PATTERN, **extended}.items():
         if len(pattern) == len(path) and all(p in ("*", q) for p, q in zip(pattern, path, strict=True)):
             return [field.alias or name for name, field in model.model_fields.items()]
     return []
@@ -141,9 +138,10 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Path_, bool]:
 
 
 class _Checker:
-    def __init__(self, filename: str, positions: Positions) -> None:
+    def __init__(self, filename: str, positions: Positions, engines: EngineSections) -> None:
         self.filename = filename
         self.positions = positions
+        self.engines = engines
         self.diagnostics: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
         self.base: Path | None = None  # the pipeline's directory, where checkpoint paths must stay
@@ -157,7 +155,7 @@ class _Checker:
 
     def schema(self, data: dict[str, Any]) -> PipelineSpec | None:
         try:
-            return PipelineSpec.model_validate(data)
+            return self.engines.pipeline_model().model_validate(data)
         except ValidationError as exc:
             self._schema_errors(data, exc.errors(include_url=False))
             return None
@@ -167,7 +165,7 @@ class _Checker:
         for error in errors:
             if error["type"] == "extra_forbidden":
                 path, _ = _data_path(data, error["loc"])
-                allowed = _allowed_fields(path[:-1])
+                allowed = _allowed_fields(path[:-1], self.engines)
                 self.add(path, f"unknown key {path[-1]!r}", allowed=", ".join(allowed) or None,
                          hint=closest(str(path[-1]), allowed), key=True)
                 continue
@@ -181,7 +179,8 @@ class _Checker:
             allowed = _UNIT_FIELDS.get(field) if field == (path[-1] if path else None) else None
             if any(error["type"] == "string_pattern_mismatch" for error in group):
                 allowed = _PATTERN_HELP.get(str(path[0]) if path else "", allowed)
-            self.add(path, schema_message(group, path), allowed=allowed, hint=hint, key=is_key)
+            message = schema_message(group, path, self.engines.examples())
+            self.add(path, message, allowed=allowed, hint=hint, key=is_key)
 
     # -- whole-document checks -------------------------------------------------------------------
 
@@ -319,7 +318,8 @@ class _Checker:
                      key="exit_code" not in checkpoint)
 
     def _checkpoint_file(self, path: Path_, text: str, params: dict[str, Any]) -> None:
-        """A checkpoint file stays inside the job's directory: HTCondor sends it back and forth relative to it."""
+        """A checkpoint file stays inside the job's directory: an engine that shares nothing sends it back and
+        forth relative to it."""
         rendered = text.replace("{{", "{").replace("}}", "}")
         for param, value in params.items():  # a param's default reaches the path as written
             rendered = rendered.replace(f"{{params.{param}}}", str(value))
@@ -329,7 +329,7 @@ class _Checker:
             return
         if re.search(r"[\s,\"']", rendered):
             self.add(path, f"{text!r}: checkpoint file names cannot hold spaces, commas or quotes",
-                     hint="HTCondor's transfer_checkpoint_files list cannot carry them")
+                     hint="the list of checkpoint files a batch system sends cannot carry them")
         normal = posixpath.normpath(rendered)
         if rendered.startswith(("/", "~")):
             self.add(path, f"{text!r} is an absolute path; a checkpoint file is relative to the job's directory",
@@ -384,8 +384,6 @@ class _Checker:
                 self._no_control_chars(path, text)
         self._command(base, step.get("command"))
         self._env_names(base, step.get("env"))
-        self._control_chars((*base, "classads"), step.get("classads"))
-        self._classad_names(base, step.get("classads"), matrix)
         self._resources(base, step.get("resources"))
 
     def _template(self, path: Path_, text: str, variables: set[str], gathered: set[str]) -> None:
@@ -434,18 +432,6 @@ class _Checker:
                          "them in every node's environment",
                          allowed=f"any name not starting with {RESERVED_ENV_PREFIX}", key=True)
 
-    def _classad_names(self, base: Path_, classads: Any, matrix: dict[str, Any]) -> None:
-        if not isinstance(classads, dict):
-            return
-        dagflow_sets = reserved_attributes(str(axis) for axis in matrix)  # lower-cased: ClassAds ignore case
-        for key in classads:
-            lowered = str(key).lower()
-            if lowered in RESERVED_CLASSADS or lowered in dagflow_sets:
-                setter = dagflow_sets.get(lowered, "dagflow")
-                self.add((*base, "classads", key), f"{key!r} is set by dagflow or HTCondor itself",
-                         allowed="any other attribute name", key=True,
-                         hint=None if setter == "dagflow" else f"dagflow sets it for {setter}")
-
     def _resources(self, base: Path_, resources: Any) -> None:
         if not isinstance(resources, dict):
             return
@@ -490,8 +476,7 @@ class _Checker:
 
     def _no_control_chars(self, path: Path_, text: str) -> None:
         if CONTROL_CHARACTERS.search(text):
-            self.add(path, "control characters (such as a newline) are not allowed in this value",
-                     hint="they cannot be passed safely to batch systems")
+            self.add(path, CONTROL_CHARACTERS_MESSAGE, hint=CONTROL_CHARACTERS_HINT)
 
 
 def _variables(text: str) -> tuple[str, ...]:

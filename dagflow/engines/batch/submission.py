@@ -46,6 +46,11 @@ def option_path(path: Path, option: str, scheduler: str, refused: Mapping[str, s
     )
 
 
+# The step's custom attributes: the condor engine's `classads` step field (its section of the plan step),
+# which batch jobs publish too, as HTCondor jobs carry them.
+CUSTOM_ATTRIBUTES = ("condor", "classads")
+
+
 def job_attributes(plan: Plan, unit: Unit, with_node: bool) -> dict[str, object]:
     """The Dagflow attributes of a unit's job (as HTCondor jobs carry them); a single node's job also
     carries its matrix values (and, with_node, its name)."""
@@ -64,7 +69,7 @@ def job_attributes(plan: Plan, unit: Unit, with_node: bool) -> dict[str, object]
             attrs[attribute_name(axis)] = value
         if node.trial is not None:
             attrs[attributes.TRIAL] = node.trial
-    attrs.update(step.classads)
+    attrs.update(step.engine_section(CUSTOM_ATTRIBUTES[0]).get(CUSTOM_ATTRIBUTES[1], {}))
     return attrs
 
 

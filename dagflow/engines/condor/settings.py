@@ -4,8 +4,8 @@ engine's flags without importing the engines (engines/registry.py `options`)."""
 from __future__ import annotations
 
 from dagflow.engines.base import Capabilities, EngineDeclaration, EngineOption
-from dagflow.spec.model import DATA_MODES
 
+DATA_MODES = ("transfer", "shared")  # the engine's data modes (transfer.py); the first is the default
 _STARTING = frozenset({"run", "submit"})  # options that shape a new run's submission
 CONDOR_OPTIONS = (
     EngineOption("schedd", ("--name", "--schedd"), "condor: schedd to submit to (default: the local one).",
@@ -31,6 +31,7 @@ ENGINE = EngineDeclaration(
     Capabilities(shared_filesystem=False, streams_progress=True, arrays=False),
     legacy_marker="condor/run.json",
     spec_check="dagflow.engines.condor.spec_checks:check_spec",
+    section="dagflow.engines.condor.sections:SECTION",  # its `condor:` block, `requirements` and `classads`
     provides=(
         ("compile", "dagflow.engines.condor.commands:compile_dag"),  # `dagflow compile`
         ("lint", "dagflow.engines.condor.lint"),  # `dagflow lint`

@@ -19,7 +19,7 @@ from dagflow.engines.condor import escape
 from dagflow.engines.condor.checkpoint import checkpoint_lines
 from dagflow.engines.condor.gpu_memory import fill_match_time
 from dagflow.engines.condor.memory_policy import with_memory_growth
-from dagflow.engines.condor.step_fields import requirements_expression
+from dagflow.engines.condor.step_fields import custom_attributes, requirements_expression
 from dagflow.engines.condor.templates import fill, load_template
 from dagflow.engines.condor.transfer import (
     INPUTS_MACRO,
@@ -189,7 +189,7 @@ def _attributes(step: StepInfo, axis_macros: tuple[tuple[str, str], ...], has_tr
     if has_trial:
         lines.append(f"My.{TRIAL_ATTRIBUTE} = $({TRIAL_ATTRIBUTE})")
     taken = BUILTIN_ATTRIBUTES | {macro.lower() for _, macro in axis_macros}
-    for name, value in step.classads.items():
+    for name, value in custom_attributes(step).items():
         escape.attribute_name(name, f"step {step.name} classad")
         if name.lower() in taken:
             raise ValueError(f"step {step.name} classad {name!r} clashes with an attribute dagflow sets")

@@ -26,12 +26,12 @@ import posixpath
 import re
 
 from dagflow.engines.condor import escape
+from dagflow.engines.condor.settings import DATA_MODES
+from dagflow.engines.condor.step_fields import SECTION
 from dagflow.plan.model import Node, Plan, StepInfo
 from dagflow.plan.script_files import ScriptFiles, is_url
 
-TRANSFER = "transfer"
-SHARED = "shared"
-DATA_MODES = (TRANSFER, SHARED)
+TRANSFER, SHARED = DATA_MODES
 DEFAULT_DATA_MODE = TRANSFER  # a cloud pool shares no filesystem with the access point
 
 INPUTS_MACRO = "DagflowInputs"
@@ -64,7 +64,7 @@ def choose_data_mode(flag: str | None, declared: str | None) -> str:
 
 def resolve_data_mode(flag: str | None, plan: Plan) -> str:
     """The run's data mode (choose_data_mode), the pipeline's as the plan carries it."""
-    return choose_data_mode(flag, plan.engine_defaults.get("condor", {}).get("data_mode"))
+    return choose_data_mode(flag, plan.engine_defaults.get(SECTION, {}).get("data_mode"))
 
 
 def runs_on_access_point(step: StepInfo) -> bool:
