@@ -19,6 +19,7 @@ from typing import Any
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.gc_pause import gc_paused
 from dagflow.gpu_memory import GPU_MEMORY, GPU_MEMORY_MARK
+from dagflow.plan.file_edges import undeclared_dependencies
 from dagflow.plan.model import (
     DAGFLOW_LAUNCHER,
     PROMOTE_SUFFIX,
@@ -94,7 +95,7 @@ def _expand(
     expander = _Expander(spec, run_id or new_run_id(spec.model.name), overrides, trial_number, resolve)
     for step_name in step_order(spec.model):
         expander.add_step(step_name)
-    _check_shared_outputs(spec, expander.nodes)
+    _check_paths(spec, expander.nodes)
     return Plan(
         pipeline=spec.model.name,
         run_id=expander.run_id,
@@ -281,9 +282,12 @@ def _names_index(nodes: Iterable[Node], axes: list[str]) -> tuple[Callable[[dict
     return key_of, index
 
 
-def _check_shared_outputs(spec: Spec, nodes: Mapping[str, Node]) -> None:
-    """Refuse a plan in which two nodes write one file (dagflow's helper nodes write nothing)."""
-    problems = shared_outputs(nodes.values(), spec.positions.of, spec.filename or str(spec.file))
+def _check_paths(spec: Spec, nodes: Mapping[str, Node]) -> None:
+    """Refuse a plan in which two nodes write one file (dagflow's helper nodes write nothing), or a node
+    reads what a step it does not need writes (file_edges.py)."""
+    filename = spec.filename or str(spec.file)
+    problems = shared_outputs(nodes.values(), spec.positions.of, filename)
+    problems += undeclared_dependencies(spec.model, nodes.values(), spec.positions.of, filename)
     if problems:
         raise SpecError(problems)
 
