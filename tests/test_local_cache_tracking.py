@@ -193,7 +193,7 @@ steps:
     to: data/us/
 """)
     assert project.run() == {"stage": "succeeded"}
-    assert project.run() == {"stage": "cached"}, project.root
+    assert project.run() == {"stage": "cached"}
     client.put_object(Bucket="raw", Key="us/data.csv", Body=b"a,1\nb,2\n")
     assert project.run() == {"stage": "succeeded"}
     assert (tmp_path / "data" / "us" / "data.csv").read_text() == "a,1\nb,2\n"
