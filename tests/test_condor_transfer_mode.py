@@ -300,6 +300,8 @@ steps:
 @pytest.mark.slow
 def test_validate_warns_when_a_step_uses_files_another_step_writes_without_declaring_them(tmp_path: Path) -> None:
     _write(tmp_path / "p.yaml", SHARING.format(inputs=""))
+    for script in ("train.py", "report.py"):
+        _write(tmp_path / script, "")
     done = _dagflow("validate", "p.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
@@ -346,3 +348,33 @@ def test_engines_without_containers_warn_that_they_ignore_the_image(tmp_path: Pa
             "its nodes run without it") in done.stderr, done.stderr
     done = _dagflow("validate", "p.yaml", "--engine", "condor", cwd=tmp_path)
     assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+
+
+def test_a_job_is_not_sent_its_own_outputs_from_the_last_run_but_is_sent_what_its_command_runs(tmp_path: Path) -> None:
+    pipeline = _write(tmp_path / "p" / "pipeline.yaml", """\
+name: retrain
+matrix:
+  region: [us]
+steps:
+  train:
+    command: sh -c "python train.py --out models/{region}/t1/model.json > log.txt"
+    inputs:
+      - data/{region}/data.csv
+    outputs:
+      - models/{region}/t1/model.json
+  tune:
+    command: python train.py --out models/{region}/t2/model.json
+    inputs:
+      - data/{region}/data.csv
+    outputs:
+      - models/{region}/t2/model.json
+""")
+    _write(tmp_path / "p" / "train.py", "import helpers\n")
+    _write(tmp_path / "p" / "helpers.py", "")
+    _write(tmp_path / "p" / "data" / "us" / "data.csv", "a,1\n")
+    for trial in ("t1", "t2"):  # what the last run left
+        _write(tmp_path / "p" / "models" / "us" / trial / "model.json", "{}")
+    _write(tmp_path / "p" / "log.txt", "")  # written by the shell's redirection: not an input
+    _, _, dag = _compile(pipeline, tmp_path / "condor")
+    assert node_submit(dag, "tune.us").expand("transfer_input_files") == "data/us/data.csv,train.py,helpers.py"
+    assert node_submit(dag, "train.us").expand("transfer_input_files") == "data/us/data.csv,train.py,helpers.py"

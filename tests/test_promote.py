@@ -109,7 +109,7 @@ def test_plan_has_publish_and_promote_nodes() -> None:
           fetch: {kind: transfer, from: s3://b-1/data/, to: data/}
           local: {kind: transfer, from: src/, to: data2/}
         """), run_id="f-1")
-    assert fetch.nodes["fetch"].env == {"DAGFLOW_RUN_ID": "f-1"}, "an S3 fetch reruns every run"
+    assert fetch.nodes["fetch"].env == {}, "the cache keys an S3 fetch on its source's listing, not the run id"
     assert fetch.nodes["local"].env == {}
 
 

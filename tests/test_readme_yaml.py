@@ -74,7 +74,9 @@ def test_every_whole_pipeline_validates(where: str, text: str, tmp_path: Path) -
     (tmp_path / "pipeline.yaml").write_text(text, encoding="utf-8")
     result = dagflow_cli("validate", "pipeline.yaml", cwd=tmp_path)
     assert result.returncode == 0, f"the pipeline at {where} is not valid:\n{result.stderr}"
-    assert "warning" not in result.stderr, f"the pipeline at {where} draws warnings:\n{result.stderr}"
+    # (the README's snippets come without their scripts, which validate would name as missing)
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line and "the command runs" not in line]
+    assert not warnings, f"the pipeline at {where} draws warnings:\n{result.stderr}"
 
 
 # The manual's own checkpoint snippet as it was: `{` inside `[...]` starts a mapping.

@@ -19,6 +19,7 @@ from typing import Any
 from dagflow.errors import Diagnostic, SpecError
 from dagflow.gc_pause import gc_paused
 from dagflow.gpu_memory import GPU_MEMORY, GPU_MEMORY_MARK
+from dagflow.plan.file_edges import undeclared_dependencies
 from dagflow.plan.model import (
     DAGFLOW_LAUNCHER,
     PROMOTE_SUFFIX,
@@ -94,7 +95,7 @@ def _expand(
     expander = _Expander(spec, run_id or new_run_id(spec.model.name), overrides, trial_number, resolve)
     for step_name in step_order(spec.model):
         expander.add_step(step_name)
-    _check_shared_outputs(spec, expander.nodes)
+    _check_paths(spec, expander.nodes)
     return Plan(
         pipeline=spec.model.name,
         run_id=expander.run_id,
@@ -148,7 +149,7 @@ class _Expander:
             info = self.resolve(step_name, step, info)
         self.steps[step_name] = info
         context = {**self.base_context, "step": step_name}
-        templates = _StepTemplates(step, self.run_id, context, info.axes)
+        templates = _StepTemplates(step, context, info.axes)
         step_params = self.trial_params if self.overridden & templates.variables else self.params
         produced: list[Node] = []
         parent_index = [
@@ -280,9 +281,12 @@ def _names_index(nodes: Iterable[Node], axes: list[str]) -> tuple[Callable[[dict
     return key_of, index
 
 
-def _check_shared_outputs(spec: Spec, nodes: Mapping[str, Node]) -> None:
-    """Refuse a plan in which two nodes write one file (dagflow's helper nodes write nothing)."""
-    problems = shared_outputs(nodes.values(), spec.positions.of, spec.filename or str(spec.file))
+def _check_paths(spec: Spec, nodes: Mapping[str, Node]) -> None:
+    """Refuse a plan in which two nodes write one file (dagflow's helper nodes write nothing), or a node
+    reads what a step it does not need writes (file_edges.py)."""
+    filename = spec.filename or str(spec.file)
+    problems = shared_outputs(nodes.values(), spec.positions.of, filename)
+    problems += undeclared_dependencies(spec.model, nodes.values(), spec.positions.of, filename)
     if problems:
         raise SpecError(problems)
 
@@ -373,11 +377,7 @@ class _StepTemplates:
     mark) is filled in once here, so a node renders only the parts that name its matrix coordinates, from
     its coords alone; a field left with no variable is built once and shared by every node."""
 
-    def __init__(self, step: StepSpec, run_id: str, context: Mapping[str, str], axes: tuple[str, ...]) -> None:
-        # S3 can change between runs without dagflow seeing it: the run id in a transfer-from-S3 node's
-        # environment (so in its fingerprint) makes every run fetch; the transfer skips what is unchanged.
-        remote_source = step.kind == "transfer" and (step.from_ or "").lower().startswith("s3://")
-        extra_env = {"DAGFLOW_RUN_ID": run_id} if remote_source else {}
+    def __init__(self, step: StepSpec, context: Mapping[str, str], axes: tuple[str, ...]) -> None:
         if step.kind == "transfer":
             raw_argv = [DAGFLOW_LAUNCHER, "transfer", step.from_ or "", step.to or ""]
         elif isinstance(step.command, str):
@@ -399,13 +399,11 @@ class _StepTemplates:
         self._argv_words = [template.parts[0] if template.is_constant else "" for template in argv]
         self._argv_varying = [(i, template) for i, template in enumerate(argv) if not template.is_constant]
         self._env = {key: _fill(template, step_wide) for key, template in env.items()}
-        self._extra_env = extra_env
         self._inputs = [_fill(template, step_wide) for template in inputs]
         self._outputs = [_fill(template, step_wide) for template in outputs]
         self._metrics = _fill(metrics, step_wide) if metrics else None
         self._checkpoint_files = [_fill(template, step_wide) for template in checkpoint_files]
-        constant_env = _constant_dict(self._env)
-        self._constant_env = None if constant_env is None else {**constant_env, **extra_env}
+        self._constant_env = _constant_dict(self._env)
         self._constant_inputs = _constant_list(self._inputs)
         self._constant_outputs = _constant_list(self._outputs)
         self._constant_checkpoint_files = _constant_list(self._checkpoint_files)
@@ -443,7 +441,7 @@ class _StepTemplates:
     def env(self, coords: dict[str, str]) -> dict[str, str]:
         if self._constant_env is not None:
             return self._constant_env
-        return {**{key: template.render(coords) for key, template in self._env.items()}, **self._extra_env}
+        return {key: template.render(coords) for key, template in self._env.items()}
 
     def inputs(self, coords: dict[str, str]) -> list[str]:
         if self._constant_inputs is not None:

@@ -9,11 +9,10 @@ in its declared spec check (engines/base.py EngineDeclaration.spec_check), which
 
 from __future__ import annotations
 
-import difflib
 import posixpath
 import re
 import shlex
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
@@ -24,6 +23,7 @@ from pydantic import ValidationError
 from dagflow.errors import Diagnostic
 from dagflow.gpu_memory import GPU_MEMORY
 from dagflow.policies import gpu_classes
+from dagflow.spec.command_files import missing_scripts
 from dagflow.spec.cron import FORM as CRON_FORM
 from dagflow.spec.cron import CronError
 from dagflow.spec.cron import normalize as normalize_cron
@@ -44,6 +44,7 @@ from dagflow.spec.runtime_checks import runtime_errors
 from dagflow.spec.schema_messages import schema_message
 from dagflow.spec.sections import NO_ENGINES, EngineSections
 from dagflow.spec.sharing import undeclared_sharing
+from dagflow.spec.suggest import closest
 from dagflow.spec.templates import TemplateError, parse_template
 from dagflow.spec.units import DURATION_HELP, SIZE_HELP
 from dagflow.spec.yamlpos import Path_, Positions, dotted
@@ -103,12 +104,8 @@ def check_document(
     if model is not None:
         checker.diagnostics += runtime_errors(model, positions, filename)
         checker.warnings += undeclared_sharing(model.steps, positions.of, filename)
+        checker.warnings += missing_scripts(model, positions.of, filename, base)
     return Checked(model, checker.diagnostics, checker.warnings)
-
-
-def closest(name: str, candidates: Iterable[str]) -> str | None:
-    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f"did you mean {matches[0]!r}?" if matches else None
 
 
 def _allowed_fields(path: Path_, engines: EngineSections) -> list[str]:

@@ -76,6 +76,7 @@ MAX_REPORTED_FAILURES = 10
 class RemoteObject:
     key: str
     size: int
+    etag: str = ""
 
 
 def describe(error: BaseException) -> str:
@@ -219,7 +220,7 @@ def list_objects(client: Any, location: S3Location) -> list[RemoteObject]:
         for page in paginator.paginate(Bucket=location.bucket, Prefix=prefix):
             for item in page.get("Contents", ()):
                 if not item["Key"].endswith("/"):
-                    objects.append(RemoteObject(item["Key"], int(item["Size"])))
+                    objects.append(RemoteObject(item["Key"], int(item["Size"]), str(item.get("ETag", ""))))
 
     _call(f"cannot list s3://{location.bucket}/{prefix}", collect)
     return sorted(objects, key=lambda obj: obj.key)
@@ -232,6 +233,25 @@ def head(client: Any, bucket: str, key: str) -> dict[str, Any] | None:
         if error_code(error) in ("404", "NoSuchKey", "NotFound"):
             return None
         raise
+
+
+def signature(client: Any, location: S3Location) -> str:
+    """What identifies the objects at location as a download takes them (the object itself, else every
+    object under the prefix): a digest of each key, size and ETag, so a rewritten object, one added or
+    one removed changes it. "" when there is nothing there."""
+    bucket, key = location.bucket, location.key
+    single = None if location.is_prefix else _call(f"cannot read {location}", lambda: head(client, bucket, key))
+    if single is not None:
+        objects = [RemoteObject(location.key, int(single["ContentLength"]), str(single.get("ETag", "")))]
+    else:
+        objects = list_objects(client, location)
+    if not objects:
+        return ""
+    digest = hashlib.sha256()
+    for obj in objects:
+        etag = obj.etag.strip('"')
+        digest.update(f"{obj.key}\0{obj.size}\0{etag}\n".encode())
+    return digest.hexdigest()
 
 
 def safe_relative(key: str, prefix: str) -> PurePosixPath:

@@ -2,8 +2,9 @@
 
 shared    jobs run in the pipeline's directory (`should_transfer_files = NO`): every file is visible.
 transfer  nothing is shared: a job runs in its scratch directory on the execute node and receives, by
-          HTCondor file transfer, its declared `inputs` and its command's script files (argv words that
-          are files in the pipeline's directory), at the same relative paths (`preserve_relative_paths`).
+          HTCondor file transfer, its declared `inputs` and the files its command runs (argv words that
+          are files in the pipeline's directory, and what plan/script_files.py finds beyond them, less
+          the node's own outputs), at the same relative paths (`preserve_relative_paths`).
           Its executable is dagflow's node wrapper (node.sh): after a success it checks every declared
           output (and `metrics`) is there, failing the node with a line naming a missing one. Exactly those
           paths come back, each to its own place in the pipeline's directory: they are the node's
@@ -85,9 +86,10 @@ def _relative(path: str, what: str) -> str | None:
 
 
 def node_inputs(node: Node, script_files: ScriptFiles) -> list[str]:
-    """What the node's job receives: declared inputs, then script files, each once."""
+    """What the node's job receives: declared inputs, then the files its command runs less its own
+    products (the rule the local cache keys on: a model the last run left is not sent back in), each once."""
     paths = [_relative(path, "input") for path in node.inputs]
-    paths += script_files(node.argv)
+    paths += script_files.of(node)
     return _unique(paths)
 
 

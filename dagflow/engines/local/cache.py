@@ -1,14 +1,21 @@
 """Skip nodes whose work is unchanged since they last succeeded.
 
 A node's cache key hashes its name, `Plan.node_fingerprint` (command, environment, params, kind, declared paths),
-the content of its input files and directories (resolved against the plan workdir), the content of the
-files its command names (its scripts and configuration: `python evaluate.py`, see plan/script_files.py),
-and its parents' keys, so a change anywhere upstream also reruns everything downstream of it. A key is a hit when an
-earlier success recorded it in `<cache-dir>/index.jsonl` and what the node produced is still there and
-unchanged: at each success the index also records a fingerprint of the node's products (its declared
-outputs and, for a transfer step, its destination): every file's absolute path, size and mtime_ns, so
-a deleted or rewritten output, or the same pipeline copied to another directory, is a miss. Entries
-written before fingerprints (no "o") fall back to "the declared outputs exist".
+the content of its input files and directories (resolved against the plan workdir; symlinked directories
+inside them followed), the content of the files its command runs (its scripts, configuration files, a
+shell's `-c` words, `python -m` modules and the pipeline's modules those import: plan/script_files.py says
+what cannot be seen), for a transfer step the content of its source (a local path's files, an S3 object's
+or prefix's keys, sizes and ETags), and its parents' keys, so a change anywhere upstream also reruns
+everything downstream of it. A key is a hit when an earlier success recorded it in `<cache-dir>/index.jsonl`
+and what the node produced is still there and unchanged: at each success the index also records a
+fingerprint of the node's products (its declared outputs, its metrics file and, for a transfer or publish
+step, its destination): every local file's absolute path, size and mtime_ns, an S3 destination's keys,
+sizes and ETags, so a deleted or rewritten output, or the same pipeline copied to another directory, is a
+miss. Entries written before fingerprints (no "o") fall back to "the declared outputs exist".
+
+The cache entry of a success is written before its journal event (runner.py): a runner killed between the
+two leaves an exit its keeper recorded and the journal lacks, which the next run takes (earlier_runs.py),
+so no kill makes a finished node look unfinished to both.
 An entry of an input directory that is not a regular file (a FIFO, a device) counts by its name alone:
 its content is never read (bounded.open_regular), so it cannot block the run.
 File content hashes are remembered by (size, mtime, inode) in `<cache-dir>/files.json`, as git's index
@@ -20,22 +27,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import posixpath
+import secrets
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from dagflow.bounded import BoundedInputError, open_regular
+from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Node, Plan
 from dagflow.plan.script_files import ScriptFiles
-
-
-def _produced_by(node: Node, path: str) -> bool:
-    """Whether path is (under) one of the node's declared outputs or its metrics file: a command word naming
-    what the node writes (`--out models/us/metrics.json`) is not a file it runs, and once written by the
-    first run it would otherwise change the key of the second."""
-    products = [*node.outputs, *([node.metrics] if node.metrics else [])]
-    return any(path == (own := posixpath.normpath(product)) or path.startswith(own + "/") for product in products)
+from dagflow.transfer import Location, S3Location, TransferError, parse_location
 
 
 class NodeCache:
@@ -50,15 +53,18 @@ class NodeCache:
         self._index_fd: int | None = None
         self._pending: list[str] = []  # index lines not written yet
         self._scripts = ScriptFiles(workdir)  # the files a node's command runs: their content is part of its key
+        self._s3: Any = None  # one S3 client for every S3 location of the run, made at the first
 
     def key(self, plan: Plan, node: Node, parent_keys: list[str]) -> str:
         inputs = [self._digest_path(path) for path in node.inputs] if node.inputs else []
         # The name is part of the key: nodes with equal commands in different matrix cells are
         # different work (they see their own DAGFLOW_NODE), and each has its own cache entry.
         parts: list[object] = [node.name, plan.node_fingerprint(node), inputs, sorted(parent_keys)]
-        scripts = [path for path in self._scripts(node.argv) if not _produced_by(node, path)]
+        scripts = self._scripts.of(node)
         if scripts:  # appended only when there are any: keys of nodes that run no file stay as they were
             parts.append([f"{path}\0{self._digest_path(path)}" for path in scripts])
+        if _is_transfer(plan, node, "transfer"):  # what it copies: new source data must reach a new run
+            parts.append(["source", self._digest_location(node.argv[2])])
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
     def hit(self, plan: Plan, key: str, node: Node) -> bool:
@@ -73,29 +79,36 @@ class NodeCache:
 
     def record(self, key: str, plan: Plan, node: Node) -> None:
         """Remember a success; written to the index by `flush()` (the runner's loop calls it each turn)."""
+        self._scripts.changed()  # the node may have written files that commands name
         products = self.products_fingerprint(plan, node)
         entry = {"k": key, "n": node.name, "t": round(time.time()), "o": products}
         self._pending.append(json.dumps(entry) + "\n")
         if self._keys is not None:
             self._keys[key] = products
 
-    def flush(self) -> None:
+    def flush(self) -> bool:
+        """Write the successes recorded since the last flush; whether there were any."""
         if not self._pending:
-            return
+            return False
         if self._index_fd is None:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
             self._index_fd = os.open(self._index_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         data = "".join(self._pending).encode()
         self._pending.clear()
         os.write(self._index_fd, data)
+        return True
 
     def products_fingerprint(self, plan: Plan, node: Node) -> str:
-        """size and mtime_ns of every file the node produced ("" when it declares none), by absolute path."""
-        paths = [path for path in products_of(plan, node) if "://" not in path]
+        """size and mtime_ns of every local file the node produced, by absolute path, and the keys, sizes and
+        ETags of an S3 destination ("" when it declares none)."""
+        paths = products_of(plan, node)
         if not paths:
             return ""
         digest = hashlib.sha256()
         for path in paths:
+            if "://" in path:
+                digest.update(f"{path}\0{self._remote_signature(path)}\n".encode())
+                continue
             target = self._resolve(path).absolute()
             digest.update(f"{target}\0{_tree_signature(target)}\n".encode())
         return digest.hexdigest()
@@ -126,6 +139,32 @@ class NodeCache:
                 continue  # a torn line: that entry is simply not cached
         return keys
 
+    def _digest_location(self, text: str) -> str:
+        """A transfer source's content: a local path's as an input's, an S3 location's listing."""
+        try:
+            location = parse_location(text)
+        except TransferError:
+            return "unreadable"  # the transfer refuses it when it runs
+        if isinstance(location, Location):
+            return self._digest_path(str(location.path))
+        return self._remote_signature(text, location)
+
+    def _remote_signature(self, url: str, location: Location | S3Location | None = None) -> str:
+        """An S3 location's keys, sizes and ETags (transfer/s3.py); when S3 cannot say, a value no later
+        look matches, so the node runs (and its transfer says why S3 failed)."""
+        try:
+            location = location or parse_location(url)
+            if not isinstance(location, S3Location):
+                return f"url:{url}"  # only s3:// is a remote dagflow reads
+            from dagflow.transfer import s3
+            from dagflow.transfer.s3client import TransferOptions, make_client
+
+            if self._s3 is None:
+                self._s3 = make_client(TransferOptions())
+            return s3.signature(self._s3, location)
+        except DagflowError:
+            return f"unknown:{secrets.token_hex(8)}"
+
     def _resolve(self, path: str) -> Path:
         return Path(os.path.expanduser(path)) if os.path.isabs(path) else self.workdir / path
 
@@ -137,11 +176,8 @@ class NodeCache:
             return f"file:{self._digest_file(target)}"
         if target.is_dir():
             digest = hashlib.sha256()
-            for root, dirs, files in os.walk(target):
-                dirs.sort()
-                for name in sorted(files):
-                    file = Path(root) / name
-                    digest.update(f"{file.relative_to(target).as_posix()}\0{self._digest_file(file)}\n".encode())
+            for file in _files_under(target):
+                digest.update(f"{file.relative_to(target).as_posix()}\0{self._digest_file(file)}\n".encode())
             return f"dir:{digest.hexdigest()}"
         return "missing"
 
@@ -172,11 +208,36 @@ class NodeCache:
 
 
 def products_of(plan: Plan, node: Node) -> list[str]:
-    """What a node leaves behind: its declared outputs, and a transfer step's destination."""
-    products = list(node.outputs)
-    if plan.steps[node.step].kind == "transfer" and len(node.argv) >= 4 and node.argv[1] == "transfer":
+    """What a node leaves behind: its declared outputs and metrics file, a transfer step's destination and
+    a publish node's."""
+    products = [*node.outputs, *([node.metrics] if node.metrics else [])]
+    if _is_transfer(plan, node, "transfer"):
         products.append(node.argv[3])
+    elif _is_transfer(plan, node, "publish"):
+        products.append(node.argv[2])
     return products
+
+
+def _is_transfer(plan: Plan, node: Node, command: str) -> bool:
+    """Whether node runs `dagflow transfer SRC DST` (command "transfer") or `dagflow publish DEST ...`."""
+    return plan.steps[node.step].kind == "transfer" and len(node.argv) >= 3 + (command == "transfer") and (
+        node.argv[1] == command
+    )
+
+
+def _files_under(top: Path) -> Iterator[Path]:
+    """Every file under a directory, sorted, through symlinked directories too (an edit under the link is
+    an edit of the input); a directory met again through a link loop is walked once."""
+    seen: set[str] = set()
+    for root, dirs, files in os.walk(top, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs.clear()
+            continue
+        seen.add(real)
+        dirs.sort()
+        for name in sorted(files):
+            yield Path(root) / name
 
 
 def _tree_signature(target: Path) -> str:
@@ -188,13 +249,10 @@ def _tree_signature(target: Path) -> str:
     if not target.is_dir():
         return f"{stat.st_size}:{stat.st_mtime_ns}"
     entries = []
-    for root, dirs, files in os.walk(target):
-        dirs.sort()
-        for name in sorted(files):
-            file = Path(root) / name
-            try:
-                file_stat = file.stat()
-            except OSError:
-                continue
-            entries.append(f"{file.relative_to(target).as_posix()}={file_stat.st_size}:{file_stat.st_mtime_ns}")
+    for file in _files_under(target):
+        try:
+            file_stat = file.stat()
+        except OSError:
+            continue
+        entries.append(f"{file.relative_to(target).as_posix()}={file_stat.st_size}:{file_stat.st_mtime_ns}")
     return "dir[" + ",".join(entries) + "]"

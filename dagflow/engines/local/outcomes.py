@@ -41,6 +41,10 @@ from dagflow.run.layout import RunLayout
 from dagflow.run.reporting import Reporter
 from dagflow.run.result import RUN_FAILED, RUN_INTERRUPTED, RUN_SUCCEEDED, Failure, RunResult
 
+# A test's crash point (tests/test_local_cache_durable.py): the runner SIGKILLs itself after writing a
+# success's cache entry and before its journal event, the one moment the two disagree.
+_KILL_BETWEEN_WRITES = os.environ.get("DAGFLOW_TEST_KILL_BETWEEN_WRITES") == "1"
+
 
 class Outcomes:
     """Node starts and ends. Uses the runner's attributes below, and `_free` and `_release` (ready.py)."""
@@ -194,12 +198,25 @@ class Outcomes:
                 self.journal.write(upstream_failed_event(blocked, name), durable=True)
                 self.reporter.nodes_blocked(blocked, name)
 
+    def _commit(self, sync_now: bool = False) -> float | None:
+        """Write what this turn decided: the cache entries of its successes, then the journal (which
+        returns when it wants the next commit, `JournalWriter.commit`). In this order a kill -9 at any
+        moment leaves each success in the cache, or in the journal, or in both: a success only journaled
+        would be run again by the next plain run, which looks in the cache; one only cached is an exit
+        the keeper recorded and the journal lacks, which the next run takes (earlier_runs.py)."""
+        if self.cache is not None and self.cache.flush() and _KILL_BETWEEN_WRITES:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if sync_now:
+            self.journal.flush()
+            return None
+        return self.journal.commit()
+
     def _result(self, t0: float, resumed_done: int) -> RunResult:
         """The run's result, journaled (its `finish` event) and reported."""
         state = RUN_INTERRUPTED if self._stops_handled else RUN_FAILED if self.failures else RUN_SUCCEEDED
         self.usage.flush()
         self.journal.write(finish_event(state), durable=True)
-        self.journal.flush()
+        self._commit(sync_now=True)
         states = {name: self.states.get(name, PENDING) for name in self.plan.nodes}
         for name, node_state in states.items():
             if node_state in (RETRYING, CHECKPOINTED):  # stopped before its next attempt

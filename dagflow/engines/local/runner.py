@@ -195,11 +195,11 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
         with contextlib.suppress(OSError):
             self.usage.flush()
         self.usage.close()
-        with contextlib.suppress(OSError):
-            self.journal.close()
-        if self.cache is not None:
+        if self.cache is not None:  # before the journal, as _commit (outcomes.py) writes them
             with contextlib.suppress(OSError):
                 self.cache.close()
+        with contextlib.suppress(OSError):
+            self.journal.close()
         self.selector.close()
         self._close_wake_pipe()
 
@@ -253,9 +253,7 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
                     break
                 raise RuntimeError("ready nodes fit nowhere although nothing runs")  # infeasible() missed it
             self.usage.flush()  # before the journal: a node whose end is journaled has its usage record
-            self._sync_in = self.journal.commit()  # writes this turn's events before waiting
-            if self.cache is not None:
-                self.cache.flush()
+            self._sync_in = self._commit()  # writes this turn's cache entries and events before waiting
             self.reporter.flush()
             if self._stops_handled == 0 and (gather := self._gather_s()):
                 time.sleep(gather)
