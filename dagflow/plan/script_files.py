@@ -2,7 +2,7 @@
 (`python train.py --config=conf.yaml`), the words of a shell's `-c` script (`sh -c "python a.py > out"`),
 the module of `python -m mod`, and the modules those Python files import from the pipeline's directory,
 found by reading their `import` statements. What a command runs is part of what it computes, so the
-local cache keys a node on their content, and HTCondor's transfer mode sends them with the job.
+local cache keys a node on their content, and an engine that transfers files sends them with the job.
 
 What cannot be seen this way is not tracked: a module imported by a computed name (`importlib`), an
 installed package, a file the program opens by a name its command does not spell, a shell variable

@@ -1,6 +1,6 @@
 """The files a step's command names: the words of a shell's `-c` script, and a warning for a script the
 command runs that is not beside the pipeline (`python trian.py`), with the nearest name that is, unless
-a step writes it. The cache and HTCondor's file transfer find files from these words too
+a step writes it. The cache and the engines' file transfer find files from these words too
 (plan/script_files.py)."""
 
 from __future__ import annotations
