@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from dagflow.cli.app import app
+from dagflow.cli import app
 from dagflow.engines.condor.step_fields import custom_attributes, requirements_expression
 from dagflow.engines.registry import register_engine, spec_checks, unregister_engine
 from dagflow.errors import Diagnostic, SpecError

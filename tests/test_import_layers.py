@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the engine contract and the registry every caller picks engines in
     (
         "engine-contract",
-        ("dagflow.engines", "dagflow.engines.base", "dagflow.engines.lazy", "dagflow.engines.registry"),
+        ("dagflow.engines", "dagflow.engines.base", "dagflow.engines.registry"),
     ),
     # the run directory and what is read back from run directories (resources: earlier runs' usage, the
     # `auto` requests it suggests)
@@ -63,6 +63,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dagflow.gc_pause",
             "dagflow.gpu_memory",
             "dagflow.gpus",
+            "dagflow.lazy",
             "dagflow.palette",
             "dagflow.text",
         ),

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from test_local_support import make_plan, node, step
 
-from dagflow.engines.local import RunOptions, RunResult, run_local
+from dagflow.engines.local import RunOptions, run_local
+from dagflow.run.result import RunResult
 
 
 def wait_until(condition: object, timeout: float = 60.0) -> None:

@@ -1,57 +1,31 @@
-"""The `dagflow` command line. Each command module registers its commands on the shared app."""
+"""The `dagflow` command line.
+
+main() answers a bare `dagflow --version` or `dagflow --help` from cli/quick.py, before typer is imported;
+every other command line goes to the typer app (cli/commands.py), whose command modules import what a
+command needs only when it runs, so that completion and --help of a command load no pipeline model,
+engine or plan either. tests/test_cli_startup.py holds the modules each of these loads.
+"""
 
 from __future__ import annotations
 
-import importlib
 import sys
-
-import typer
-
-from dagflow.cli.app import app
-from dagflow.cli.common import print_json_error
-from dagflow.cli.help_text import tidy_help
-
-COMMAND_MODULES = (
-    "spec_cmds",
-    "condor_cmds",
-    "run_cmds",
-    "submit_cmds",
-    "transfer_cmds",
-    "schedule_cmds",
-    "agent_cmds",
-    "autoscale_cmds",
-    "search_cmds",
-    "resources_cmds",
-    "report_cmds",
-)
-
-for _module in COMMAND_MODULES:
-    importlib.import_module(f"dagflow.cli.{_module}")
+from typing import Any
 
 
 def main() -> None:
-    # Not standalone: click's own usage errors (a bad option value, a missing argument) come back here,
-    # so that with --json they are printed as JSON like every other error.
-    command = typer.main.get_command(app)
-    tidy_help(command)
-    try:
-        code = command(prog_name="dagflow", standalone_mode=False)
-    except typer.TyperException as error:  # click's usage errors (typer bundles its own click)
-        _show_usage_error(error)
-        sys.exit(getattr(error, "exit_code", 2))
-    except typer.Abort:
-        print("Aborted!", file=sys.stderr)
-        sys.exit(1)
-    sys.exit(code if isinstance(code, int) else 0)
+    from dagflow.cli.quick import answer
+
+    if answer(sys.argv[1:]):
+        sys.exit(0)
+    from dagflow.cli.commands import run
+
+    run()
 
 
-def _show_usage_error(error: typer.TyperException) -> None:
-    if "--json" in sys.argv[1:]:  # parsing stopped at the error: whether --json was read is unknown
-        print_json_error(getattr(error, "format_message", error.__str__)(), getattr(error, "exit_code", 2))
-        return
-    try:
-        from typer import rich_utils
-    except ImportError:  # typer without rich
-        error.show()  # type: ignore[attr-defined]
-    else:
-        rich_utils.rich_format_error(error)
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the typer app with every command registered: `from dagflow.cli import app`
+        from dagflow.cli.commands import app
+
+        globals()["app"] = app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

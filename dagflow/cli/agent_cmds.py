@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from dagflow.cli.app import app
 from dagflow.cli.common import fail
+from dagflow.cli.root import app
 from dagflow.errors import DagflowError
 
 agent_app = typer.Typer(

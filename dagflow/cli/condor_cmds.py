@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from dagflow.cli.app import app
 from dagflow.cli.common import OnlyOption, SetOption, checked_run_id, fail, load_plan_or_exit
+from dagflow.cli.root import app
 from dagflow.errors import EXIT_USAGE, CannotWriteError, DagflowError
 
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,7 +21,9 @@ from dagflow.cli.common import fail, load_plan_or_exit
 from dagflow.engines.base import EngineOption, Report
 from dagflow.engines.registry import EngineChoiceError, engine_names, engine_options
 from dagflow.errors import DagflowError
-from dagflow.plan import Plan
+
+if TYPE_CHECKING:
+    from dagflow.plan import Plan
 
 SETTINGS_PARAMETER = "engine_settings"  # the decorated command's parameter receiving the given options
 

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from dagflow.cli.app import app
 from dagflow.cli.common import PipelineRunsDirOption, fail, find_run_from
+from dagflow.cli.root import app
 from dagflow.errors import DagflowError
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout, RunNotFoundError
 

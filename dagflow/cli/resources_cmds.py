@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from dagflow.cli.app import app
 from dagflow.cli.common import JsonOption, fail
+from dagflow.cli.root import app
 from dagflow.errors import DagflowError
 from dagflow.text import plural
 

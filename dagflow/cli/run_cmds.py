@@ -6,11 +6,10 @@ from __future__ import annotations
 import sys
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dagflow.cli.app import app
 from dagflow.cli.common import (
     JsonOption,
     OnlyOption,
@@ -23,11 +22,12 @@ from dagflow.cli.common import (
     runs_dir_of,
 )
 from dagflow.cli.engine_flags import check_engine_settings, engine_option, load_plan_for, with_engine_options
+from dagflow.cli.root import app
 from dagflow.errors import DagflowError
-from dagflow.plan import Plan
-from dagflow.run.ids import new_run_id
-from dagflow.run.journal import CACHED, read_journal
 from dagflow.run.layout import RunLayout, RunNotFoundError
+
+if TYPE_CHECKING:
+    from dagflow.plan import Plan
 
 RUN_DEFAULT_ENGINE = "local"
 
@@ -39,6 +39,9 @@ class UsageError(DagflowError):
 def _load_plan(
     pipeline: Path, run_id: str | None, engine: str, only: list[str], sets: list[str], settings: dict[str, Any]
 ) -> Plan:
+    from dagflow.plan import Plan
+    from dagflow.run.ids import new_run_id
+
     if not pipeline.is_file():
         raise UsageError(f"{pipeline}: no such file")
     if pipeline.suffix != ".json":
@@ -184,6 +187,8 @@ def logs_command(
     runs_dir: PipelineRunsDirOption = None,
 ) -> None:
     """Print a node's stdout (or stderr, with --err) from a run."""
+    from dagflow.run.journal import CACHED, read_journal
+
     try:
         layout = find_run_from(runs_dir, run_id)
         plan = layout.load_plan()

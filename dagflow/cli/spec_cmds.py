@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 
-from dagflow.cli.app import app
 from dagflow.cli.common import (
     OnlyOption,
     SetOption,
@@ -20,6 +19,7 @@ from dagflow.cli.common import (
     print_spec_warnings,
 )
 from dagflow.cli.engine_flags import checked_engine
+from dagflow.cli.root import app
 from dagflow.engines.registry import spec_checks
 from dagflow.errors import DagflowError
 

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 
 import typer
 
-from dagflow.cli.app import app
 from dagflow.cli.common import (
     JsonOption,
     OnlyOption,
@@ -30,6 +29,7 @@ from dagflow.cli.engine_flags import (
     print_report,
     with_engine_options,
 )
+from dagflow.cli.root import app
 from dagflow.errors import CannotWriteError, DagflowError
 from dagflow.run.layout import RunLayout
 

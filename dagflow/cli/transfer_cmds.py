@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from dagflow.cli.app import app
 from dagflow.cli.common import checked_run_id, fail
+from dagflow.cli.root import app
 from dagflow.errors import DagflowError
 from dagflow.transfer.progress import human_bytes
 

@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from dagflow.plan import Plan
-
 if TYPE_CHECKING:
+    from dagflow.plan import Plan
     from dagflow.run.layout import RunLayout
     from dagflow.run.status import RunStatus
 

@@ -30,17 +30,19 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagflow.engines.base import Capabilities, Engine, EngineDeclaration, EngineOption
 from dagflow.errors import DagflowError, Diagnostic
-from dagflow.run.layout import RunLayout
-from dagflow.run.status import RunStatus
-from dagflow.spec.load import Spec, SpecCheck
-from dagflow.spec.sections import EngineSection, EngineSections
+
+if TYPE_CHECKING:  # not imported to list engines and their options (the CLI's flags, --help)
+    from dagflow.run.layout import RunLayout
+    from dagflow.run.status import RunStatus
+    from dagflow.spec.load import Spec, SpecCheck
+    from dagflow.spec.sections import EngineSection, EngineSections
 
 # An engine's spec check, as its declaration names it: (spec, its settings or None) -> the problems found.
-EngineSpecCheck = Callable[[Spec, Mapping[str, Any] | None], list[Diagnostic]]
+EngineSpecCheck = Callable[["Spec", Mapping[str, Any] | None], list[Diagnostic]]
 
 ENTRY_POINT_GROUP = "dagflow.engines"
 DEFAULT_ENGINE = "local"  # also what a run with no record and no marker was made by
@@ -190,6 +192,8 @@ def spec_checks(engine: str | None = None, settings: Mapping[str, Any] | None = 
     validate` checks) will run with `settings` (its options by name; the rest take their defaults): every
     available engine's section, its check of its own fields as the document writes them, and the chosen
     engine's check with its settings as well."""
+    from dagflow.spec.sections import EngineSections
+
     if engine is not None:
         _entry(engine)  # the chosen engine must be available
     sections: list[tuple[str, EngineSection]] = []
@@ -216,6 +220,8 @@ def spec_checks(engine: str | None = None, settings: Mapping[str, Any] | None = 
 
 def _section(name: str, entry: EngineDeclaration) -> EngineSection | None:
     """The engine's parts of the pipeline file, checked to be what the declaration says."""
+    from dagflow.spec.sections import EngineSection
+
     if entry.section is None:
         return None
     section = _import(name, entry.section)

@@ -17,11 +17,14 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
-from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
+
+if TYPE_CHECKING:
+    from dagflow.plan import Plan
 
 DEFAULT_RUNS_DIR = Path(".dagflow") / "runs"
 LATEST_FILE = "LATEST"  # holds the id of the run started most recently under a runs dir
@@ -153,6 +156,8 @@ class RunLayout:
 
     def load_plan(self) -> Plan:
         try:
+            from dagflow.plan import Plan
+
             return Plan.from_json(self.plan_path.read_text())
         except FileNotFoundError:
             raise RunNotFoundError(f"no run {self.run_id!r} under {self.runs_dir}") from None

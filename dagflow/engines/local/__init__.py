@@ -5,24 +5,19 @@ result = run_local(plan, RunOptions(runs_dir=Path(".dagflow/runs"), jobs=4))
 result.state, result.states, result.exit_code
 """
 
-from dagflow.engines.local.engine import LocalEngine, check_runnable, prepare_run, resume_local, run_local
-from dagflow.engines.local.options import RunOptions
-from dagflow.engines.local.runner import LocalRunner
-from dagflow.run.reporting import JsonReporter, PlainReporter, Reporter, RunInfo
-from dagflow.run.result import Failure, RunResult
+from __future__ import annotations
 
-__all__ = [
-    "Failure",
-    "JsonReporter",
-    "LocalEngine",
-    "LocalRunner",
-    "PlainReporter",
-    "Reporter",
-    "RunInfo",
-    "RunOptions",
-    "RunResult",
-    "check_runnable",
-    "prepare_run",
-    "resume_local",
-    "run_local",
-]
+from dagflow.lazy import lazy_exports
+
+_EXPORTS = {
+    "LocalEngine": "engine",
+    "check_runnable": "engine",
+    "prepare_run": "engine",
+    "resume_local": "engine",
+    "run_local": "engine",
+    "RunOptions": "options",
+    "LocalRunner": "runner",
+}
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)  # imported on first use: see dagflow/lazy.py

@@ -9,7 +9,7 @@ status = wait_slurm(submitted.layout)
 
 from __future__ import annotations
 
-from dagflow.engines.lazy import lazy_exports
+from dagflow.lazy import lazy_exports
 
 _EXPORTS = {
     "SlurmError": "commands",
@@ -27,4 +27,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-__getattr__ = lazy_exports(__name__, _EXPORTS)  # imported on first use: see engines/lazy.py
+__getattr__ = lazy_exports(__name__, _EXPORTS)  # imported on first use: see dagflow/lazy.py

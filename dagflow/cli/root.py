@@ -1,10 +1,12 @@
-"""The typer application every command module registers on."""
+"""The typer application every command module registers on (cli/commands.py), with its --version."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 import typer
+
+from dagflow.cli.quick import package_version
 
 app = typer.Typer(
     name="dagflow",
@@ -18,18 +20,6 @@ app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
 )
-
-
-def package_version() -> str:
-    """The installed distribution's version; the source tree's when dagflow runs uninstalled."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("dagflow")
-    except PackageNotFoundError:
-        from dagflow import __version__
-
-        return __version__
 
 
 def _print_version(value: bool) -> None:

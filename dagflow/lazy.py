@@ -1,5 +1,6 @@
-"""Package attributes imported on first use (PEP 562), so that importing one light module of an engine
-package (its settings.py, which the CLI reads for every command) does not import the whole engine."""
+"""Package attributes imported on first use (PEP 562), so that importing one light module of a package (an
+engine's settings.py, which the CLI reads for every command; spec/units.py; run/layout.py) does not import
+the whole package (the engine; the pydantic models; the journal)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,66 @@
+"""The typer app with every command registered, and how the command line runs it."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from dagflow.cli.common import print_json_error
+from dagflow.cli.help_text import tidy_help
+from dagflow.cli.root import app
+
+# In the order `dagflow --help` lists their commands.
+COMMAND_MODULES = (
+    "spec_cmds",
+    "condor_cmds",
+    "run_cmds",
+    "submit_cmds",
+    "transfer_cmds",
+    "schedule_cmds",
+    "agent_cmds",
+    "autoscale_cmds",
+    "search_cmds",
+    "resources_cmds",
+    "report_cmds",
+)
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(f"dagflow.cli.{_module}")
+
+__all__ = ["app", "click_command", "run"]
+
+
+def click_command() -> typer.main.TyperGroup:
+    """The click command tree typer builds from the app, with its help tidied (cli/help_text.py)."""
+    command = typer.main.get_command(app)
+    tidy_help(command)
+    return command  # type: ignore[return-value]
+
+
+def run() -> None:
+    # Not standalone: click's own usage errors (a bad option value, a missing argument) come back here,
+    # so that with --json they are printed as JSON like every other error.
+    command = click_command()
+    try:
+        code = command(prog_name="dagflow", standalone_mode=False)
+    except typer.TyperException as error:  # click's usage errors (typer bundles its own click)
+        _show_usage_error(error)
+        sys.exit(getattr(error, "exit_code", 2))
+    except typer.Abort:
+        print("Aborted!", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _show_usage_error(error: typer.TyperException) -> None:
+    if "--json" in sys.argv[1:]:  # parsing stopped at the error: whether --json was read is unknown
+        print_json_error(getattr(error, "format_message", error.__str__)(), getattr(error, "exit_code", 2))
+        return
+    try:
+        from typer import rich_utils
+    except ImportError:  # typer without rich
+        error.show()  # type: ignore[attr-defined]
+    else:
+        rich_utils.rich_format_error(error)

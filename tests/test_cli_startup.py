@@ -1,0 +1,130 @@
+"""What the command line loads before it answers (#41 item 1): a bare `dagflow --version` and `dagflow --help`
+load no typer, no pipeline model, no engine and no plan; a command's --help and shell completion load no
+pipeline model, engine or plan. The quick --help (cli/quick.py) prints exactly what typer prints."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_local_support import cli_env
+
+from dagflow.cli import root_help
+from dagflow.cli.commands import click_command
+
+# Prints, at exit, the modules loaded by the time `dagflow ARGS...` (main, as the console script calls it) ended.
+LOADED = """\
+import atexit, json, sys
+atexit.register(lambda: print(json.dumps(sorted(sys.modules)), file=sys.stderr))
+sys.argv = ["dagflow", *sys.argv[1:]]
+from dagflow.cli import main
+main()
+"""
+# What typer itself prints for ARGS..., past the quick answers.
+TYPER = """\
+import sys
+sys.argv = ["dagflow", *sys.argv[1:]]
+from dagflow.cli.commands import run
+run()
+"""
+# pydantic itself is typer's (it coerces parameter values with it); dagflow's pydantic models are spec.model's.
+HEAVY = ("yaml", "networkx", "numpy", "sqlalchemy", "htcondor2", "classad2", "dagflow.spec.model",
+         "dagflow.spec.load", "dagflow.plan", "dagflow.run.journal", "dagflow.run.status")
+TYPER_ENV = ("TYPER_", "_TYPER", "_DAGFLOW_COMPLETE", "FORCE_COLOR", "PY_COLORS", "GITHUB_ACTIONS", "TERMINAL_WIDTH",
+             "COLUMNS", "NO_COLOR")
+
+
+def plain_env(**extra: str) -> dict[str, str]:
+    """The test's environment without typer's or rich's settings, with extra."""
+    env = {name: value for name, value in cli_env().items() if not name.startswith(TYPER_ENV)}
+    return {**env, **extra}
+
+
+def loaded(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    result = subprocess.run([sys.executable, "-c", LOADED, *args], cwd=tmp_path, env=plain_env(**env),
+                            capture_output=True, text=True, timeout=120)
+    return result, json.loads(result.stderr.strip().splitlines()[-1])
+
+
+def dagflow_modules(modules: list[str]) -> list[str]:
+    return [name for name in modules if name == "dagflow" or name.startswith("dagflow.")]
+
+
+def heavy(modules: list[str]) -> list[str]:
+    return [name for name in modules if name.startswith(HEAVY) or name.endswith(".engine")]
+
+
+def test_a_bare_version_loads_only_the_quick_answer(tmp_path: Path) -> None:
+    result, modules = loaded(tmp_path, "--version")
+    assert result.returncode == 0 and result.stdout.startswith("dagflow ")
+    assert dagflow_modules(modules) == ["dagflow", "dagflow.cli", "dagflow.cli.quick"]
+    assert not [name for name in modules if name.startswith(("typer", "click", "rich", "pydantic"))]
+    assert heavy(modules) == []
+
+
+def test_a_bare_help_loads_only_the_quick_answer_and_rich(tmp_path: Path) -> None:
+    result, modules = loaded(tmp_path, "--help")
+    assert result.returncode == 0 and "Commands" in result.stdout
+    assert dagflow_modules(modules) == ["dagflow", "dagflow.cli", "dagflow.cli.quick", "dagflow.cli.root_help"]
+    assert not [name for name in modules if name.startswith(("typer", "click", "pydantic", "rich.markdown"))]
+    assert heavy(modules) == []
+
+
+@pytest.mark.parametrize("args", [("run", "--help"), ("validate", "--help"), ("search", "run", "--help")])
+def test_a_command_help_loads_no_model_engine_or_plan(tmp_path: Path, args: tuple[str, ...]) -> None:
+    result, modules = loaded(tmp_path, *args)
+    assert result.returncode == 0, result.stderr
+    assert "--help" in result.stdout
+    assert heavy(modules) == []
+
+
+def test_completion_loads_no_model_engine_or_plan(tmp_path: Path) -> None:
+    result, modules = loaded(tmp_path, _DAGFLOW_COMPLETE="complete_bash", COMP_WORDS="dagflow run --jo",
+                             COMP_CWORD="2")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["--jobs"]  # the local engine's flag, from its declaration
+    assert heavy(modules) == []
+
+
+@pytest.mark.parametrize("columns", ["40", "80", "132"])
+@pytest.mark.parametrize("colour", [False, True])
+def test_the_quick_help_is_what_typer_prints(tmp_path: Path, columns: str, colour: bool) -> None:
+    env = plain_env(COLUMNS=columns, **({"FORCE_COLOR": "1"} if colour else {}))
+    quick, typer = (
+        subprocess.run([sys.executable, *how, "--help"], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+        for how in (["-m", "dagflow"], ["-c", TYPER])
+    )
+    assert quick.returncode == typer.returncode == 0, typer.stderr
+    assert quick.stdout == typer.stdout
+    assert (b"\x1b[" in quick.stdout) is colour
+
+
+def test_the_quick_version_is_what_typer_prints(tmp_path: Path) -> None:
+    quick, typer = (
+        subprocess.run([sys.executable, *how, "--version"], cwd=tmp_path, env=plain_env(), capture_output=True,
+                       text=True, timeout=120)
+        for how in (["-m", "dagflow"], ["-c", TYPER])
+    )
+    assert quick.returncode == typer.returncode == 0
+    assert quick.stdout == typer.stdout
+
+
+def test_root_help_is_written_from_the_commands() -> None:
+    import typer
+
+    from dagflow.cli.write_root_help import root_help_source
+
+    root = click_command()
+    written = Path(root_help.__file__).read_text(encoding="utf-8")
+    assert root_help_source(root, typer.Context(root, info_name="dagflow")) == written, (
+        "a command's help changed: run `python -m dagflow.cli.write_root_help`"
+    )
+
+
+def test_typer_settings_in_the_environment_go_to_typer(tmp_path: Path) -> None:
+    result, modules = loaded(tmp_path, "--help", TYPER_USE_RICH="0")
+    assert result.returncode == 0
+    assert "typer" in modules and "Commands" in result.stdout
