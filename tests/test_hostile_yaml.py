@@ -80,6 +80,30 @@ def test_billion_laughs_at_the_command_line(tmp_path: Path) -> None:
     assert_clean_exit_2(result, "bomb.yaml:9:10: x5[0]: expanding alias *x4", f"{MAX_NODES:,}")
 
 
+def written_out(steps: int) -> str:
+    """A pipeline of one-node steps written out the way workflow converters write them: 22 values a step."""
+    lines = ["name: big", "steps:"]
+    for index in range(steps):
+        needs = sorted({f"s{index - 1}", f"s{(index - 1) // 2}"}) if index else []
+        lines += [f"  s{index}:", '    command: "true"', f"    outputs: [data/s{index}.out, data/s{index}.log]",
+                  "    resources: {cpus: 1, memory: 100MB}"]
+        if needs:
+            lines += [f"    needs: [{', '.join(needs)}]", f"    inputs: [{', '.join(f'data/{n}.out' for n in needs)}]"]
+    return "\n".join(lines) + "\n"
+
+
+def test_values_written_out_do_not_count_against_the_limit() -> None:
+    spec = parse_spec(written_out(6000), "big.yaml")  # 131,992 values, none of them from an alias
+    assert len(spec.model.steps) == 6000
+
+
+def test_aliases_count_what_they_add_on_top_of_a_big_written_out_file() -> None:
+    text = written_out(6000) + "x0: &x0 [" + ", ".join(["lol"] * 9) + "]\n"
+    text += "".join(f"x{i}: &x{i} [{', '.join([f'*x{i - 1}'] * 9)}]\n" for i in range(1, 7))
+    [message] = diagnostics_of(text)  # the same alias as in a file holding nothing else stops it
+    assert message.startswith(f"bomb.yaml:{text.count(chr(10)) - 1}:10: x5[0]: expanding alias *x4"), message
+
+
 def test_merge_key_bomb_is_refused() -> None:
     [message] = diagnostics_of(merge_bomb(8))
     assert f"more than {MAX_NODES:,} values" in message

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagflow.errors import Diagnostic, SpecError
+from dagflow.gc_pause import gc_paused
 from dagflow.spec.model import PipelineSpec
 from dagflow.spec.sections import NO_ENGINES, EngineSections
 from dagflow.spec.validate import check_document
@@ -49,7 +50,11 @@ def load_spec(path: str | Path, engines: EngineSections | None = None) -> Spec:
 
 
 def parse_spec(text: str, filename: str, base: Path | None = None, engines: EngineSections | None = None) -> Spec:
-    engines = engines or NO_ENGINES
+    with gc_paused():  # a document of thousands of steps is a million containers, none of them garbage
+        return _parse_spec(text, filename, base, engines or NO_ENGINES)
+
+
+def _parse_spec(text: str, filename: str, base: Path | None, engines: EngineSections) -> Spec:
     data, positions = load_yaml(text, filename)
     checked = check_document(data, positions, filename, base, engines)
     if checked.model is None:

@@ -4,8 +4,10 @@ PyYAML's own composer recurses once per nesting level (a RecursionError near 500
 overflow, i.e. a segfault, near 100,000 with libyaml) and lets aliases expand without bound (a
 400-byte "billion laughs" file takes minutes and gigabytes). This composer reads the event stream
 with an explicit stack and keeps, for every node, its size and height *with aliases expanded*; it
-stops at the first event that takes the document past MAX_NODES values or MAX_DEPTH levels, before
-anything is expanded. Recursive aliases (`&a [*a]`, `&a {<<: *a}`) are refused where they occur.
+stops at the first alias (a merge key's too) that takes what aliases add past MAX_NODES values, or at the
+first event past MAX_DEPTH levels, before anything is expanded. The values a file writes out count for
+nothing here: reading them costs what reading the file costs, so a pipeline of thousands of steps loads.
+Recursive aliases (`&a [*a]`, `&a {<<: *a}`) are refused where they occur.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from yaml.resolver import Resolver
 
 from dagflow.errors import Diagnostic, SpecError
 
-# Far above any real pipeline (a few hundred values, a dozen levels), far below what hurts:
-# 100,000 values build in well under a second.
-MAX_NODES = 100_000
+# Far above what any real pipeline's aliases add (a few hundred values), nesting (a dozen levels), far
+# below what hurts: 100,000 values build in well under a second.
+MAX_NODES = 100_000  # values that aliases and merge keys add, over those written out
 MAX_DEPTH = 100
 DEPTH_LIMIT_MESSAGE = f"nested deeper than {MAX_DEPTH} levels (the limit per pipeline file)"
 
@@ -50,7 +52,7 @@ class _Composer:
     resolver: Resolver = field(default_factory=Resolver)
     stack: list[_Open] = field(default_factory=list)
     anchors: dict[str, _Done] = field(default_factory=dict)
-    total: int = 0  # values so far, aliases expanded
+    added: int = 0  # values that aliases have added so far
     documents: int = 0
     root: yaml.Node | None = None
 
@@ -78,7 +80,6 @@ class _Composer:
             yaml.ScalarNode, event.value, event.implicit
         )
         node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
-        self._count(event, 1, f"the document has more than {MAX_NODES:,} values (the limit per pipeline file)")
         self._define(event.anchor, event, _Done(node, 1, 0))
         self._attach(_Done(node, 1, 0))
 
@@ -93,14 +94,16 @@ class _Composer:
         if len(self.stack) + target.height > MAX_DEPTH:
             self._fail(event, f"nested deeper than {MAX_DEPTH} levels once alias *{name} is expanded "
                        "(the limit per pipeline file)")
-        self._count(event, target.size, f"expanding alias *{name} here makes more than {MAX_NODES:,} values "
-                    "(the limit per pipeline file; every use of an alias or merge key counts its whole value again)")
+        self.added += target.size
+        if self.added > MAX_NODES:
+            self._fail(event, f"expanding alias *{name} here makes aliases and merge keys add more than "
+                       f"{MAX_NODES:,} values (the limit per pipeline file; every use of an alias or merge key "
+                       "adds its whole value again)")
         self._attach(target)
 
     def _start(self, event: yaml.SequenceStartEvent | yaml.MappingStartEvent) -> None:
         if len(self.stack) >= MAX_DEPTH:
             self._fail(event, DEPTH_LIMIT_MESSAGE)
-        self._count(event, 1, f"the document has more than {MAX_NODES:,} values (the limit per pipeline file)")
         kind = yaml.SequenceNode if isinstance(event, yaml.SequenceStartEvent) else yaml.MappingNode
         tag = event.tag if event.tag not in (None, "!") else self.resolver.resolve(kind, None, event.implicit)
         node = kind(tag, [], event.start_mark, None, flow_style=event.flow_style)
@@ -135,11 +138,6 @@ class _Composer:
         else:
             frame.node.value.append((frame.key, child.node))
             frame.key = None
-
-    def _count(self, event: yaml.Event, size: int, message: str) -> None:
-        self.total += size
-        if self.total > MAX_NODES:
-            self._fail(event, message)
 
     def _fail(self, event: yaml.Event, message: str) -> NoReturn:
         mark = event.start_mark
