@@ -13,7 +13,7 @@ import pytest
 from test_local_support import cli_env
 
 from dagflow.cli import root_help
-from dagflow.cli.commands import click_command
+from dagflow.cli.commands import COMMAND_MODULES, click_command, register
 
 # Prints, at exit, the modules loaded by the time `dagflow ARGS...` (main, as the console script calls it) ended.
 LOADED = """\
@@ -81,6 +81,22 @@ def test_a_command_help_loads_no_model_engine_or_plan(tmp_path: Path, args: tupl
     assert heavy(modules) == []
 
 
+def test_a_command_registers_only_its_own_command_module(tmp_path: Path) -> None:
+    pipeline = Path(__file__).resolve().parent.parent / "examples" / "region-retrain" / "pipeline.yaml"
+    result, modules = loaded(tmp_path, "validate", str(pipeline))
+    assert result.returncode == 0, result.stderr
+    assert [name for name in modules if name.endswith("_cmds")] == ["dagflow.cli.spec_cmds"]
+
+
+def test_a_mistyped_command_is_told_apart_from_every_command(tmp_path: Path) -> None:
+    result, modules = loaded(tmp_path, "valdate", "p.yaml")
+    assert result.returncode == 2
+    assert "No such command 'valdate'" in result.stderr and "validate" in result.stderr.split("No such")[1]
+    assert sorted(name for name in modules if name.endswith("_cmds")) == sorted(
+        f"dagflow.cli.{module}" for module in COMMAND_MODULES
+    )
+
+
 def test_completion_loads_no_model_engine_or_plan(tmp_path: Path) -> None:
     result, modules = loaded(tmp_path, _DAGFLOW_COMPLETE="complete_bash", COMP_WORDS="dagflow run --jo",
                              COMP_CWORD="2")
@@ -117,6 +133,7 @@ def test_root_help_is_written_from_the_commands() -> None:
 
     from dagflow.cli.write_root_help import root_help_source
 
+    register()
     root = click_command()
     written = Path(root_help.__file__).read_text(encoding="utf-8")
     assert root_help_source(root, typer.Context(root, info_name="dagflow")) == written, (

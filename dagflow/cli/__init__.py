@@ -24,8 +24,8 @@ def main() -> None:
 
 def __getattr__(name: str) -> Any:
     if name == "app":  # the typer app with every command registered: `from dagflow.cli import app`
-        from dagflow.cli.commands import app
+        from dagflow.cli.commands import register
 
-        globals()["app"] = app
+        app = globals()["app"] = register()
         return app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

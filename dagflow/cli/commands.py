@@ -1,9 +1,16 @@
-"""The typer app with every command registered, and how the command line runs it."""
+"""The typer app with its commands registered, and how the command line runs it.
+
+A command module registers its commands when imported. A command line that names a command registers only
+the module holding it (cli/root_help.py COMMANDS says which), so that a command pays for no other
+command's declarations; one that names none (--install-completion, completion, a mistyped command) and
+`from dagflow.cli import app` register every module.
+"""
 
 from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Iterable, Sequence
 
 import typer
 
@@ -26,10 +33,20 @@ COMMAND_MODULES = (
     "report_cmds",
 )
 
-for _module in COMMAND_MODULES:
-    importlib.import_module(f"dagflow.cli.{_module}")
 
-__all__ = ["app", "click_command", "run"]
+def register(modules: Iterable[str] = COMMAND_MODULES) -> typer.Typer:
+    """The app with the commands of modules (names in COMMAND_MODULES) registered."""
+    for module in modules:
+        importlib.import_module(f"dagflow.cli.{module}")
+    return app
+
+
+def modules_for(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command modules a command line needs: the one holding the command it names, else all."""
+    from dagflow.cli.root_help import COMMANDS
+
+    owner = {name: module for name, _, module in COMMANDS}
+    return (owner[argv[0]],) if argv and argv[0] in owner else COMMAND_MODULES
 
 
 def click_command() -> typer.main.TyperGroup:
@@ -40,6 +57,7 @@ def click_command() -> typer.main.TyperGroup:
 
 
 def run() -> None:
+    register(modules_for(sys.argv[1:]))
     # Not standalone: click's own usage errors (a bad option value, a missing argument) come back here,
     # so that with --json they are printed as JSON like every other error.
     command = click_command()

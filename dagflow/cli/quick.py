@@ -94,9 +94,9 @@ def print_root_help() -> None:
     console.print(Panel(option_rows, border_style="dim", title="Options", title_align="left"))
 
     command_rows = Table(highlight=False, **table_style)
-    command_rows.add_column(style="bold cyan", no_wrap=True, width=max(len(name) for name, _ in root_help.COMMANDS))
+    command_rows.add_column(style="bold cyan", no_wrap=True, width=max(len(name) for name, *_ in root_help.COMMANDS))
     command_rows.add_column("Description", justify="left", no_wrap=False, ratio=10)
-    for name, help_text in root_help.COMMANDS:
+    for name, help_text, _ in root_help.COMMANDS:
         command_rows.add_row(Text(name), options(Text.from_markup(help_text, style="")))
     console.print(Panel(command_rows, border_style="dim", title="Commands", title_align="left"))
 

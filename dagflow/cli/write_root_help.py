@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from dagflow.cli.commands import click_command
+from dagflow.cli.commands import COMMAND_MODULES, click_command, register
 
 
 def root_help_source(command: Any, context: Any) -> str:
@@ -40,19 +40,32 @@ def root_help_source(command: Any, context: Any) -> str:
         if sub.hidden or sub.deprecated or getattr(sub, "rich_help_panel", None):
             raise ValueError(f"cli/quick.py cannot list the command {name}")
         lead = inspect.cleandoc(sub.short_help or sub.help or "").split("\n\n")[0]
-        commands.append((name, inspect.cleandoc(lead.replace("\b\n", "")).strip()))
+        commands.append((name, inspect.cleandoc(lead.replace("\b\n", "")).strip(), _module_of(sub)))
     texts = [first, *rest, *(row[2] for row in options), *(row[1] for row in commands)]
     if command.epilog or command.deprecated or any("\033[" in text for text in texts):
         raise ValueError("cli/quick.py cannot print an epilog, a deprecation or ANSI codes")
     rest_text = inspect.cleandoc("\n\n".join(rest)) if rest else None
     return (
         '"""The root help of `dagflow --help` (cli/quick.py), written by `python -m dagflow.cli.write_root_help`\n'
-        'from the typer app: edit the commands, then run it."""\n# ruff: noqa: E501\n\n'
+        'from the typer app: edit the commands, then run it. COMMANDS: (name, help, the command module\n'
+        'registering it)."""\n'
+        '# ruff: noqa: E501\n\n'
         f"USAGE = {command.get_usage(context)!r}\n"
         f"HELP = {(inspect.cleandoc(first), rest_text)!r}\n"
         f"OPTIONS = {_lines(options)}\n"
         f"COMMANDS = {_lines(commands)}\n"
     )
+
+
+def _module_of(command: Any) -> str:
+    """The command module (cli/commands.py COMMAND_MODULES) that registers command, a top-level one."""
+    callback = command.callback
+    if getattr(command, "commands", None):  # a group: where its subcommands are
+        callback = next(iter(command.commands.values())).callback
+    package, _, module = callback.__module__.rpartition(".")
+    if package != "dagflow.cli" or module not in COMMAND_MODULES:
+        raise ValueError(f"the command {command.name} is not registered by one of the command modules")
+    return module
 
 
 def _default_shown(param: Any, context: Any) -> bool:
@@ -69,6 +82,7 @@ def _lines(rows: list[tuple[str, ...]]) -> str:
 
 
 if __name__ == "__main__":
+    register()
     root = click_command()
     path = os.path.join(os.path.dirname(__file__), "root_help.py")
     with open(path, "w", encoding="utf-8") as out:
