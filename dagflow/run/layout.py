@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dagflow.errors import DagflowError
-from dagflow.files import write_atomic
+from dagflow.files import file_stem, write_atomic
 from dagflow.run.ids import validate_run_id
 
 if TYPE_CHECKING:
@@ -98,10 +98,10 @@ class RunLayout:
         return self.run_dir / "logs"
 
     def stdout_path(self, node: str) -> Path:
-        return self.logs_dir / f"{node}.out"
+        return self.logs_dir / f"{file_stem(node)}.out"
 
     def stderr_path(self, node: str) -> Path:
-        return self.logs_dir / f"{node}.err"
+        return self.logs_dir / f"{file_stem(node)}.err"
 
     def failure_log(self, node: str) -> Path | None:
         """The log to point at when the node failed: its stderr, else its stdout, whichever holds anything."""

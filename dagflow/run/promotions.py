@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dagflow.bounded import BoundedInputError, loads_json, read_bounded
-from dagflow.files import write_atomic
+from dagflow.files import file_stem, write_atomic
 from dagflow.plan import Plan
 from dagflow.plan.model import PROMOTE_SUFFIX
 
@@ -31,15 +31,19 @@ class Verdict:
     run_id: str | None = None
 
 
+def verdict_path(run_dir: Path, node: str) -> Path:
+    return run_dir / PROMOTIONS_DIR / f"{file_stem(node)}.json"
+
+
 def write_verdict(run_dir: Path, verdict: Verdict) -> Path:
-    path = run_dir / PROMOTIONS_DIR / f"{verdict.node}.json"
+    path = verdict_path(run_dir, verdict.node)
     write_atomic(path, (json.dumps(asdict(verdict), indent=1) + "\n").encode("utf-8"))
     return path
 
 
 def read_verdict(run_dir: Path, node: str) -> dict[str, Any] | None:
     try:
-        data = loads_json(read_bounded(run_dir / PROMOTIONS_DIR / f"{node}.json"))
+        data = loads_json(read_bounded(verdict_path(run_dir, node)))
     except (OSError, BoundedInputError):
         return None
     return data if isinstance(data, dict) else None

@@ -46,6 +46,7 @@ from types import FrameType
 
 from dagflow.engines.batch.gpu_memory import GpuMemoryUnknownError, fill_batch_gpu_memory
 from dagflow.engines.batch.usage import Stopwatch, oom_kills, reason_of, record_attempt, wait_measured
+from dagflow.files import file_stem
 from dagflow.run.exits import describe_exit
 from dagflow.run.journal import (
     CHECKPOINTED,
@@ -98,11 +99,11 @@ class NodeJob:
 
     @property
     def stdout(self) -> Path:
-        return self.logs / f"{self.node}.out"
+        return self.logs / f"{file_stem(self.node)}.out"
 
     @property
     def stderr(self) -> Path:
-        return self.logs / f"{self.node}.err"
+        return self.logs / f"{file_stem(self.node)}.err"
 
 
 class Stopped(Exception):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagflow.engines.batch.script import SINGLE, CancelMarker
+from dagflow.files import file_stem
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,10 @@ class BatchRecords:
     @property
     def scripts_dir(self) -> Path:
         return self.dir / "scripts"
+
+    def script_path(self, sub: int, unit: str) -> Path:
+        """The batch script of one submitted unit (a step's array, or one node)."""
+        return self.scripts_dir / f"{sub}-{file_stem(unit)}.sh"
 
     @property
     def wrapper_log(self) -> Path:

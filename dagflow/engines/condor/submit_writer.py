@@ -34,6 +34,7 @@ from dagflow.engines.condor.transfer import (
     outermost,
     runs_on_access_point,
 )
+from dagflow.files import file_stem
 from dagflow.plan.model import Node, Plan, Runtime, StepInfo
 from dagflow.spec import attributes
 from dagflow.spec.attributes import attribute_name
@@ -41,6 +42,8 @@ from dagflow.text import CONTROL_CHARACTERS
 
 ARGS_MACRO = "DagflowArgs"
 ENV_MACRO = "DagflowEnv"
+# A node whose name is no file name (too long: file_stem) names its logs by this macro instead of $(JOB).
+LOG_MACRO = "DagflowLog"
 TRIAL_ATTRIBUTE = attributes.TRIAL
 # A job starts with no PATH of its own; after the submitter's interpreter, the usual system directories.
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -110,6 +113,7 @@ class StepSubmit:
     # transfer mode, a step in plan.progress_steps: the wrapper copies each node's metric lines onto its
     # stderr (--progress), which stream_error brings to the access point while the job runs
     streams_progress: bool = False
+    log_macro: bool = False  # a node's name is no file name: its logs are named by LOG_MACRO, not $(JOB)
 
 
 def runtime_environment(runtime: Runtime | None = None) -> dict[str, str]:
@@ -261,6 +265,7 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
     universe = _universe(step, layout)
     transfers = layout.data_mode == TRANSFER and universe != "local"
     streams_progress = transfers and step.name in plan.progress_steps
+    log_macro = any(file_stem(node.name) != node.name for node in nodes)
     fields = {
         "universe": universe,
         "executable": escape.submit_literal(str(layout.node_wrapper), "node wrapper") if transfers else "/usr/bin/env",
@@ -270,6 +275,7 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
         "runtime": "\n".join(_runtime_lines(step, universe)),
         "workdir": escape.submit_literal(str(layout.workdir), "workdir"),
         "log_dir": escape.submit_literal(str(layout.log_dir), "log directory"),
+        "log_name": f"$({LOG_MACRO})" if log_macro else "$(JOB)",
         "event_log": escape.submit_literal(str(layout.event_log), "event log"),
         "request_cpus": str(int(res.cpus)),
         "request_memory": f"{int(res.memory_mb)}M",
@@ -305,6 +311,7 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
         python=step.runtime.python,
         gpus=int(step.resources.gpus),
         streams_progress=streams_progress,
+        log_macro=log_macro,
     )
 
 
@@ -353,7 +360,9 @@ class NodeVars:
         names = [ARGS_MACRO, ENV_MACRO] + [macro for _, macro in self.sub.axis_macros]
         if self.sub.transfers:
             names += [INPUTS_MACRO, OUTPUTS_MACRO]
-        return [*names, TRIAL_ATTRIBUTE] if self.sub.has_trial else names
+        if self.sub.has_trial:
+            names.append(TRIAL_ATTRIBUTE)
+        return [*names, LOG_MACRO] if self.sub.log_macro else names
 
     def values(self, node: Node, for_vars: bool = False) -> list[str]:
         """The node's macro values, already submit-language text, in macros() order; with for_vars,
@@ -386,6 +395,8 @@ class NodeVars:
                 values.append(escape.vars_escape(files) if for_vars else files)
         if sub.has_trial:
             values.append("undefined" if node.trial is None else str(int(node.trial)))
+        if sub.log_macro:
+            values.append(file_stem(node.name))  # names as the plan's allow: letters, digits, `.`, `_`, `-`
         return values
 
     def __call__(self, node: Node) -> list[tuple[str, str]]:

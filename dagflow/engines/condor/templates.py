@@ -22,6 +22,7 @@ FIELDS = (
         {
             "workdir",
             "log_dir",
+            "log_name",
             "event_log",
             "request_cpus",
             "request_memory",

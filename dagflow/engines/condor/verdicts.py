@@ -20,7 +20,7 @@ from dagflow.plan.index import PlanIndex
 from dagflow.plan.model import PROMOTE_SUFFIX
 from dagflow.run.journal import FAILED, SUCCEEDED, NodeRecord
 from dagflow.run.layout import RunLayout
-from dagflow.run.promotions import PROMOTIONS_DIR, Verdict, write_verdict
+from dagflow.run.promotions import Verdict, verdict_path, write_verdict
 
 _VERDICTS = ("promoted", "kept", "failed")
 _TAIL = 64 * 1024  # the bytes of a promotion node's output read: its verdict line is its last
@@ -38,7 +38,7 @@ def record_verdicts_seen(layout: RunLayout, index: PlanIndex, records: Mapping[s
         if record is None or record.state not in (SUCCEEDED, FAILED):
             continue
         output = layout.stdout_path(name) if record.state == SUCCEEDED else layout.stderr_path(name)
-        target = layout.run_dir / PROMOTIONS_DIR / f"{name}.json"
+        target = verdict_path(layout.run_dir, name)
         try:
             written = output.stat().st_mtime
             if target.exists() and target.stat().st_mtime >= written:

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.util
 import json
 import os
 import select
@@ -69,6 +70,7 @@ import struct
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 
 _HEADER = struct.Struct("<I")
 WORKDIR_FD = 3  # the directory to run nodes in, as the runner passes it
@@ -233,6 +235,20 @@ class _Output:
                     fds[stream] = -1
 
 
+def _load_file_stem() -> Callable[[str], str]:
+    """dagflow/files.py's `file_stem`, the one rule for node names as file names, loaded by its path: the
+    keeper runs as a script (`python -I -S`) that cannot import dagflow."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "files.py")
+    spec = importlib.util.spec_from_file_location("_dagflow_files", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.file_stem
+
+
+file_stem = _load_file_stem()
+
+
 class Keeper:
     def __init__(self, run_dir: str) -> None:
         self.logs = os.path.join(run_dir, "logs")
@@ -374,7 +390,7 @@ class Keeper:
         for item in env_add:
             key, _, value = item.partition(b"=")
             env[key] = value
-        output = _Output(f"{self.logs}/{name}", attempt, time.monotonic())
+        output = _Output(os.path.join(self.logs, file_stem(name)), attempt, time.monotonic())
         fds: list[int] = []
         try:
             fds += os.pipe()

@@ -88,7 +88,7 @@ class Submission(UnitSubmission):
 
     def _submit_one(self, index: int, unit: Unit) -> str:
         options = qsub_options(self.plan, unit, self.records, self.pe) + self._holds(unit)
-        path = self.records.scripts_dir / f"{self.sub}-{unit.name}.sh"
+        path = self.records.script_path(self.sub, unit.name)
         cancel = self.records.cancel_marker(self.sub)
         script = render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options, cancel)
         path.write_text(script, encoding="utf-8")

@@ -94,7 +94,7 @@ class Submission(UnitSubmission):
         dependency = self._dependency(unit)
         if dependency:
             options.append(f"--dependency={dependency}")
-        path = self.records.scripts_dir / f"{self.sub}-{unit.name}.sh"
+        path = self.records.script_path(self.sub, unit.name)
         cancel = self.records.cancel_marker(self.sub)
         script = render_script(self.plan, self.plan.steps[unit.step], unit.tasks, self.run_dir, options, cancel)
         path.write_text(script, encoding="utf-8")
