@@ -77,6 +77,20 @@ def test_set_reads_a_yaml_scalar_and_changes_only_the_nodes_that_use_it(tiny: Pa
 
 
 @pytest.mark.slow
+def test_every_node_records_the_params_it_ran_with(tiny: Path) -> None:
+    """--set alpha=0.5 recorded alpha: 1.0 on the nodes that do not use it (#42 item 7): a node records the
+    params its command names, at this run's values, in `plan --json` and in the run's plan.json."""
+    result = dagflow_cli("run", "pipeline.yaml", "--set", "alpha=0.5", "--jobs", "2", cwd=tiny)
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = (tiny / ".dagflow" / "runs").glob("tiny-*")
+    recorded = json.loads((run_dir / "plan.json").read_text())["nodes"]
+    for nodes in (_plan(tiny, "--set", "alpha=0.5")["nodes"], recorded):
+        assert {node["name"]: node["params"] for node in nodes} == {
+            node["name"]: {"alpha": 0.5} if node["step"] == "fit" else {} for node in nodes
+        }
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("options", "message"),
     [

@@ -78,8 +78,9 @@ def expand(
     resolve: StepResolver | None = None,
 ) -> Plan:
     """The plan of spec. `params` overrides the pipeline's params (a search trial's point) and `trial`
-    marks every node with the trial number; nodes of steps that use none of the overridden params keep
-    the pipeline's own params, so they fingerprint (and cache) exactly as in a plain run. `resolve` fills
+    marks every node with the trial number. A node records (and fingerprints) the params its step's
+    templates name, at the values this run gives them: a node that uses none of the overridden params
+    fingerprints (and caches) exactly as in a plain run. `resolve` fills
     in `auto` resources (StepResolver)."""
     with gc_paused():
         return _expand(spec, run_id, params or {}, trial, resolve)
@@ -134,9 +135,7 @@ class _Expander:
         self.resolve = resolve  # `auto` resources, learned from the pipeline's past runs (StepResolver)
         self.base_context.update({f"params.{name}": param_text(value) for name, value in model.params.items()})
         self.base_context.update({f"params.{name}": param_text(value) for name, value in overrides.items()})
-        self.params = dict(model.params)
-        self.trial_params = {**self.params, **overrides}
-        self.overridden = {f"params.{name}" for name in overrides}
+        self.params = {**model.params, **overrides}  # the values this run gives each param
         self.steps: dict[str, StepInfo] = {}
         self.nodes: dict[str, Node] = {}
         self.by_step: dict[str, list[Node]] = {}
@@ -150,7 +149,8 @@ class _Expander:
         self.steps[step_name] = info
         context = {**self.base_context, "step": step_name}
         templates = _StepTemplates(step, context, info.axes)
-        step_params = self.trial_params if self.overridden & templates.variables else self.params
+        # a node records the params it runs with: those its templates name, at this run's values
+        step_params = {name: value for name, value in self.params.items() if f"params.{name}" in templates.variables}
         produced: list[Node] = []
         parent_index = [
             _names_index(self.by_step[need], [a for a in self.steps[need].axes if a in info.axes])
