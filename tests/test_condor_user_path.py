@@ -1,6 +1,6 @@
 """The whole user path on a real HTCondor pool: submit, status against condor_q and condor_history,
 cancel, rescue and resubmit, RETRY ... UNLESS-EXIT, MAXJOBS, holds, `run --engine condor` and its resume,
-and the condor_q recipes the README gives.
+and the condor_q recipes docs/engines/htcondor.md gives.
 
 Every command runs as the pool's user (HTCondor refuses jobs owned by root) in a directory it owns.
 """
@@ -153,7 +153,7 @@ def test_condor_q_recipes_and_cancel_leaves_no_job(condor_pool: Pool) -> None:
         lambda: len(_queue(condor_pool, f"DAGManJobId == {cluster} && JobStatus == 2", "DAGNodeName")) == 2,
         "both nap nodes to run",
     )
-    # The README's recipes.
+    # docs/engines/htcondor.md's recipes.
     tree = condor_pool.run(["condor_q", "-dag", "-nobatch"]).stdout
     assert "|-nap.us" in tree and "|-nap.br" in tree, tree
     # Other runs may share the pool: the recipe's answer holds this run's us node, and only it once

@@ -1,6 +1,6 @@
 """One direction for imports: every import in dagflow/ (module level, inside functions and under
 TYPE_CHECKING alike) goes to the same layer or one below it, never between two engines, and the module
-graph has no cycle. LAYERS is the map; README.md's architecture section shows the same one."""
+graph has no cycle. LAYERS is the map; docs/architecture.md shows the same one."""
 
 from __future__ import annotations
 

@@ -109,7 +109,8 @@ def test_condor_names_the_logs_of_long_node_names_by_a_macro(tmp_path: Path) -> 
     submit = (tmp_path / "out" / "hello.sub").read_text()
     assert f"{tmp_path / 'logs'}/$(DagflowLog).out" in submit and "$(JOB).out" not in submit
     text = dag.read_text()
-    assert f'DagflowLog="{file_stem("hello." + LONG)}"' in text and f'DagflowLog="{file_stem("hello.us." + ".".join([VALUE] * 3))}"' in text
+    for node in (f"hello.{LONG}", "hello.us." + ".".join([VALUE] * 3)):
+        assert f'DagflowLog="{file_stem(node)}"' in text
 
 
 def test_condor_submit_files_of_short_names_still_use_the_node_name(tmp_path: Path) -> None:

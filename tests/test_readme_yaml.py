@@ -1,6 +1,7 @@
-"""The YAML the manuals show is YAML dagflow reads: every fenced ```yaml block of README.md and
-examples/*/README.md parses with dagflow's own loader, and a block that is a whole pipeline (it has
-`steps:`) passes `dagflow validate`. Inline flow mappings in the tables (`{files: [...], ...}`) parse too.
+"""The YAML the manuals show is YAML dagflow reads: every fenced ```yaml block of README.md, the docs
+site's pages (docs/) and examples/*/README.md parses with dagflow's own loader, and a block that is a
+whole pipeline (it has `steps:`) passes `dagflow validate`. Inline flow mappings in the tables
+(`{files: [...], ...}`) parse too.
 
 A `{` inside a flow collection (`[ckpt/{region}]`) is the mistake the manual itself made: its YAML error
 says so, with the fix.
@@ -18,7 +19,7 @@ from dagflow.errors import SpecError
 from dagflow.spec.yamlpos import load_yaml
 
 REPO = Path(__file__).resolve().parent.parent
-MANUALS = [REPO / "README.md", *sorted((REPO / "examples").glob("*/README.md"))]
+MANUALS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), *sorted((REPO / "examples").glob("*/README.md"))]
 FENCED_YAML = re.compile(r"^```ya?ml\n(.*?)^```", re.DOTALL | re.MULTILINE)
 # `{files: [...]}` or `checkpoint: {files: [...]}` on one line of a table: what a reader copies into a file
 INLINE_FLOW_MAPPING = re.compile(r"`((?:[a-z_]+: )?\{[^`\n]*: [^`\n]*\})`")
