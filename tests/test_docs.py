@@ -146,6 +146,7 @@ def test_the_readme_is_a_front_door() -> None:
     assert TESTS in (REPO / ".ci" / "run").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_the_site_builds_strict_with_the_generated_reference(tmp_path: Path) -> None:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     result = subprocess.run(
