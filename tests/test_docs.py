@@ -20,11 +20,10 @@ from typing import Any
 
 import pytest
 import typer
+from test_readme_yaml import REPO, fenced_blocks
 
 from dagflow.cli import app
 
-REPO = Path(__file__).resolve().parent.parent
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), *sorted((REPO / "examples").glob("*/README.md"))]
 FENCED_BASH = re.compile(r"^```(?:bash|sh|shell)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 # Programs from outside this repository that the pages run: a name not here (a typo) fails.
 OUTSIDE_TOOLS = frozenset({
@@ -46,21 +45,18 @@ TESTS = (
 def _shell_lines() -> list[tuple[str, str]]:
     """(FILE:LINE, line) of every command line of the fenced shell blocks, continuations joined."""
     found = []
-    for page in PAGES:
-        text = page.read_text(encoding="utf-8")
-        for match in FENCED_BASH.finditer(text):
-            first = text.count("\n", 0, match.start(1)) + 1
-            pending, start = "", first
-            for offset, line in enumerate(match.group(1).splitlines()):
-                if not pending:
-                    start = first + offset
-                pending += line
-                if pending.endswith("\\"):
-                    pending = pending[:-1] + " "
-                    continue
-                if pending.strip() and not pending.lstrip().startswith("#"):
-                    found.append((f"{page.relative_to(REPO)}:{start}", pending.strip()))
-                pending = ""
+    for page, first, block in fenced_blocks(FENCED_BASH):
+        pending, start = "", first
+        for offset, line in enumerate(block.splitlines()):
+            if not pending:
+                start = first + offset
+            pending += line
+            if pending.endswith("\\"):
+                pending = pending[:-1] + " "
+                continue
+            if pending.strip() and not pending.lstrip().startswith("#"):
+                found.append((f"{page.relative_to(REPO)}:{start}", pending.strip()))
+            pending = ""
     return found
 
 

@@ -25,15 +25,19 @@ FENCED_YAML = re.compile(r"^```ya?ml\n(.*?)^```", re.DOTALL | re.MULTILINE)
 INLINE_FLOW_MAPPING = re.compile(r"`((?:[a-z_]+: )?\{[^`\n]*: [^`\n]*\})`")
 
 
-def _blocks() -> list[tuple[str, str]]:
-    """(where, text) of every fenced YAML block in the manuals; where is FILE:LINE of its first line."""
+def fenced_blocks(fence: re.Pattern[str]) -> list[tuple[Path, int, str]]:
+    """(manual, line of its first line, text) of every block `fence` matches in the manuals."""
     found = []
     for manual in MANUALS:
         text = manual.read_text(encoding="utf-8")
-        for match in FENCED_YAML.finditer(text):
-            line = text.count("\n", 0, match.start(1)) + 1
-            found.append((f"{manual.relative_to(REPO)}:{line}", match.group(1)))
+        for match in fence.finditer(text):
+            found.append((manual, text.count("\n", 0, match.start(1)) + 1, match.group(1)))
     return found
+
+
+def _blocks() -> list[tuple[str, str]]:
+    """(where, text) of every fenced YAML block in the manuals; where is FILE:LINE of its first line."""
+    return [(f"{manual.relative_to(REPO)}:{line}", text) for manual, line, text in fenced_blocks(FENCED_YAML)]
 
 
 def _inline_mappings() -> list[tuple[str, str]]:

@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
@@ -30,17 +31,9 @@ def cli_output(*args: str) -> str:
     command = typer.main.get_command(app)
     tidy_help(command)
     out = io.StringIO()
-    saved = {name: os.environ.get(name) for name in ("COLUMNS", "TERM", "NO_COLOR")}
-    os.environ.update(COLUMNS=WIDTH, TERM="dumb", NO_COLOR="1")
-    try:
-        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-            command.main(args=list(args), prog_name="dagflow", standalone_mode=False)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    plain = {"COLUMNS": WIDTH, "TERM": "dumb", "NO_COLOR": "1"}
+    with mock.patch.dict(os.environ, plain), contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        command.main(args=list(args), prog_name="dagflow", standalone_mode=False)
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines()).strip("\n") + "\n"
 
 
