@@ -62,7 +62,8 @@ class LocalEngineContract(EngineBase, LocalEngine):
                 status.notes.append(
                     f"its runner died: its keeper still runs {plural(running, 'node')}, "
                     f"{len(status.unjournaled) - running} ended since; `dagflow run --resume {layout.run_id}` "
-                    "adopts them (so does running the pipeline again)"
+                    "adopts them (so does the command that started it, given again); "
+                    f"`dagflow cancel {layout.run_id}` stops them"
                 )
         return status
 
