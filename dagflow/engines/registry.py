@@ -254,7 +254,8 @@ def live_run(layout: RunLayout) -> Live | None:
         engine = engine_for_run(layout)
     except DagflowError:  # its engine is not installed here: nothing here can run or see its nodes
         return None
-    return engine.live(layout)
+    live = getattr(engine, "live", None)  # an engine written before the contract had it says nothing
+    return live(layout) if live is not None else None
 
 
 def read_run_status(layout: RunLayout) -> RunStatus:
