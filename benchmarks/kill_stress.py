@@ -3,7 +3,8 @@ or a `--set` re-run, on the local engine.
 
 One command: `python benchmarks/kill_stress.py --kills 500 [--seed S] [--dir DIR]`. Each round starts one
 of `dagflow run pipeline.yaml`, `... --only region=R` or `... --set alpha=A` and kills it with SIGKILL at a
-random moment up to --max-delay s after its start (unless it ended first); the nodes its keeper runs live on,
+random moment up to --max-delay s after its start, or after the next node event with --mid-node (unless it
+ended first); the nodes its keeper runs live on,
 as after a real crash. The next round's command either continues such a run, runs beside it (disjoint
 nodes), or is refused (exit 2). At the end every run left cut short is resumed and each part of the plain
 pipeline run once more to its end.
@@ -136,6 +137,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--dir", type=Path, default=None, help="work here (default: a new temporary directory)")
     parser.add_argument("--max-delay", type=float, default=4.0, help="latest kill, seconds after the start")
+    parser.add_argument("--mid-node", action="store_true",
+                        help="kill a random moment after the next node event (a start or an end)")
     given = parser.parse_args()
     seed = given.seed if given.seed is not None else time.time_ns() % 2**32
     pick = random.Random(seed)
@@ -150,7 +153,11 @@ def main() -> int:
     args: list[str] = []
     while kills < given.kills:
         args = command(pick, args)
+        seen = len(read_events(workdir))
         proc = dagflow(workdir, "run", "pipeline.yaml", *args)
+        if given.mid_node:  # wait for the next node event (or the end), so that the kill falls among nodes
+            while proc.poll() is None and len(read_events(workdir)) == seen:
+                time.sleep(0.02)
         try:
             proc.wait(timeout=pick.uniform(0.0, given.max_delay))
         except subprocess.TimeoutExpired:
