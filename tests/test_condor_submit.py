@@ -166,7 +166,7 @@ def test_resubmit_refuses_a_running_or_rescue_less_run(tmp_path: Path, unreachab
     record["submissions"].append({"cluster": 200, "t": 1740837989.0, "rescue": 1})
     (condor / "run.json").write_text(json.dumps(record))
     running = dagflow("resubmit", "f1", env=unreachable, cwd=tmp_path)
-    assert running.returncode == 2 and "still running" in running.stderr
+    assert running.returncode == 2 and "run f1 is running now (DAGMan job 200.0)" in running.stderr
     cancel = dagflow("cancel", "f1", env=unreachable, cwd=tmp_path)
     assert cancel.returncode == 3 and cancel.stderr.startswith("error: cannot remove job 200 from the local schedd")
 

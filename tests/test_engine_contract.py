@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -44,12 +45,24 @@ class Engine:
     cli: Callable[[list[str], Path], subprocess.CompletedProcess[str]]
     handover: Callable[[Path], None]  # make what the test wrote readable/writable by the engine's jobs
     own_view: Callable[[Path, str, str], str | None]  # (workdir, run id, node) -> running|queued|held|None
+    spawn: Callable[[list[str], Path], subprocess.Popen[str]]  # `dagflow ARGS` in the background, its own session
 
 
 def _local_cli(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "dagflow", *args], cwd=cwd, capture_output=True, text=True, check=False,
         timeout=CLI_TIMEOUT_S, env=env,
+    )  # fmt: skip
+
+
+def _local_spawn(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return _spawn([sys.executable, "-m", "dagflow", *args], cwd, env)
+
+
+def _spawn(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+        start_new_session=True,
     )  # fmt: skip
 
 
@@ -118,13 +131,14 @@ def _plain_engine(
     tmp_path: Path,
     view: Callable[[Path, str, str], str | None],
     cli: Callable[[list[str], Path], subprocess.CompletedProcess[str]] = _local_cli,
+    spawn: Callable[[list[str], Path], subprocess.Popen[str]] = _local_spawn,
 ) -> Engine:
     def new_workdir(label: str) -> Path:
         path = tmp_path / label
         path.mkdir()
         return path
 
-    return Engine(name, new_workdir, cli, lambda _path: None, view)
+    return Engine(name, new_workdir, cli, lambda _path: None, view, spawn)
 
 
 ENGINES = [
@@ -156,7 +170,10 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
         return _plain_engine(name, tmp_path, _sge_view)
     if name == plugin.NAME:
         env = plugin.plugin_env(request.getfixturevalue("plugin_site"))
-        return _plain_engine(name, tmp_path, _local_view, lambda args, cwd: _local_cli(args, cwd, env))
+        return _plain_engine(
+            name, tmp_path, _local_view, lambda args, cwd: _local_cli(args, cwd, env),
+            lambda args, cwd: _local_spawn(args, cwd, env),
+        )  # fmt: skip
     pool = request.getfixturevalue("condor_pool")
     return Engine(
         name,
@@ -164,6 +181,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
         lambda args, cwd: pool.dagflow(args, cwd=cwd, check=False, timeout=CLI_TIMEOUT_S),
         pool.give,
         _condor_view(pool),
+        lambda args, cwd: _spawn(pool._as_user([sys.executable, "-m", "dagflow", *args], None), cwd),
     )
 
 
@@ -205,8 +223,8 @@ def _run(engine: Engine, workdir: Path, *args: str) -> tuple[int, dict[str, Any]
     return done.returncode, status
 
 
-def _submit(engine: Engine, workdir: Path) -> str:
-    done = engine.cli(["submit", "--engine", engine.name, "pipeline.yaml", "--json"], workdir)
+def _submit(engine: Engine, workdir: Path, *args: str) -> str:
+    done = engine.cli(["submit", "--engine", engine.name, "pipeline.yaml", "--json", *args], workdir)
     assert done.returncode == 0, f"exit {done.returncode}:\n{done.stdout}\n{done.stderr}"
     submitted = _json(done)
     assert submitted["engine"] == engine.name
@@ -460,3 +478,112 @@ steps:
     _eventually(lambda: engine.own_view(workdir, run_id, "long") is None, "the engine to drop long")
     _eventually(lambda: not _processes_running(nap), f"the cancelled node's `{nap}` gone")
     assert _runs(workdir, "after") == 0
+
+
+# --- a node runs in at most one live run at a time (dagflow/run/live_runs.py) ---------------------------------
+
+_WAIT_GO = "while ! test -f @DIR@/go.{region}; do sleep 0.5; done"  # until the test writes go.<region>
+LIVE = f"""name: live
+matrix:
+  region: [us, br]
+steps:
+  fetch: {{command: {_ran("fetch.{region}", _WAIT_GO)}, resources: {SMALL}}}
+  train: {{command: {_ran("train.{region}")}, needs: [fetch], resources: {SMALL}}}
+"""
+LIVE_NODES = ("fetch.us", "fetch.br", "train.us", "train.br")
+
+
+def _go(engine: Engine, workdir: Path, *regions: str) -> None:
+    for region in regions:
+        (workdir / f"go.{region}").touch()
+    engine.handover(workdir)
+
+
+def _refused(done: subprocess.CompletedProcess[str], run_id: str, *nodes: str) -> None:
+    assert done.returncode == 2, f"exit {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    assert f"run {run_id} " in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert f"dagflow cancel {run_id}" in done.stderr, done.stderr
+    for node in nodes:
+        assert node in done.stderr, done.stderr
+
+
+def _run_ids(workdir: Path) -> list[str]:
+    root = workdir / ".dagflow" / "runs"
+    return sorted(path.parent.name for path in root.glob("*/plan.json"))
+
+
+def _runners(workdir: Path, run_id: str) -> int:
+    """How many runners (or submissions) the run's journal records; 0 for an engine that keeps none."""
+    journal = workdir / ".dagflow" / "runs" / run_id / "journal.jsonl"
+    lines = journal.read_text().splitlines() if journal.exists() else []
+    return sum(1 for line in lines if line.startswith('{"e":"run"'))
+
+
+def test_a_live_run_refuses_every_second_run_that_shares_its_nodes(engine: Engine) -> None:
+    workdir = engine.new_workdir("live")
+    _write(engine, workdir, LIVE)
+    run_id = _submit(engine, workdir)
+    try:
+        _eventually(lambda: _runs(workdir, "fetch.us") and _runs(workdir, "fetch.br"), "both fetches running")
+        on = ["--engine", engine.name, "pipeline.yaml"]
+        for args in (["run", *on, "--only", "region=us"], ["run", *on], ["submit", *on]):
+            _refused(engine.cli(args, workdir), run_id, "fetch.us")
+        for args in (["resubmit", run_id], ["run", "--resume", run_id]):
+            _refused(engine.cli(args, workdir), run_id)
+        assert _run_ids(workdir) == [run_id]
+    finally:
+        _go(engine, workdir, "us", "br")
+    status = _ended(engine, workdir, run_id)
+    assert status["state"] == "succeeded", _shown(status)
+    assert {name: _runs(workdir, name) for name in LIVE_NODES} == dict.fromkeys(LIVE_NODES, 1)
+
+
+def test_runs_of_disjoint_nodes_never_block_each_other(engine: Engine) -> None:
+    workdir = engine.new_workdir("disjoint")
+    _write(engine, workdir, LIVE)
+    us = _submit(engine, workdir, "--only", "region=us")
+    try:
+        _eventually(lambda: _runs(workdir, "fetch.us"), "fetch.us running")
+        _go(engine, workdir, "br")
+        code, br = _run(engine, workdir, "--engine", engine.name, "pipeline.yaml", "--only", "region=br")
+        assert code == 0 and br["state"] == "succeeded", _shown(br)
+        assert _states(_status(engine, workdir, us))["fetch.us"] == "running"
+    finally:
+        _go(engine, workdir, "us")
+    status = _ended(engine, workdir, us)
+    assert status["state"] == "succeeded", _shown(status)
+    assert {name: _runs(workdir, name) for name in LIVE_NODES} == dict.fromkeys(LIVE_NODES, 1)
+
+
+def test_a_rerun_after_kill_9_of_dagflow_at_a_random_moment_never_runs_a_live_node_twice(engine: Engine) -> None:
+    """kill -9 of `dagflow run` while both fetches run, at a random moment; a partial re-run is refused; a plain
+    re-run continues the run where nothing drives it any more (local: it adopts the keeper's nodes) and is
+    refused where the engine still drives it (DAGMan, Slurm, Grid Engine); each node runs once."""
+    import random
+
+    seed = time.time_ns()
+    workdir = engine.new_workdir("killed")
+    _write(engine, workdir, LIVE)
+    first = engine.spawn(["run", "--engine", engine.name, "pipeline.yaml"], workdir)
+    rerun: subprocess.Popen[str] | None = None
+    try:
+        _eventually(lambda: _runs(workdir, "fetch.us") and _runs(workdir, "fetch.br"), "both fetches running")
+        time.sleep(random.Random(seed).uniform(0.0, 1.0))  # a random moment while both wait
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=60)
+        (run_id,) = _run_ids(workdir)
+        partial = engine.cli(["run", "--engine", engine.name, "pipeline.yaml", "--only", "region=us"], workdir)
+        _refused(partial, run_id, "fetch.us")
+        before = _runners(workdir, run_id)
+        rerun = engine.spawn(["run", "--engine", engine.name, "pipeline.yaml"], workdir)
+        _eventually(lambda: rerun.poll() is not None or _runners(workdir, run_id) > before, "the re-run to decide")
+        assert rerun.poll() in (None, 2), f"seed {seed}: re-run exited {rerun.returncode}"
+    finally:
+        _go(engine, workdir, "us", "br")
+    assert rerun is not None
+    if rerun.wait(timeout=WAIT_S) == 2:  # refused: the engine still drives the first run to its end
+        assert engine.name not in ("local", plugin.NAME), f"seed {seed}: a cut-short local run was not continued"
+    status = _ended(engine, workdir, run_id)
+    assert status["state"] == "succeeded", f"seed {seed}: {_shown(status)}"
+    assert _run_ids(workdir) == [run_id], f"seed {seed}"
+    assert {name: _runs(workdir, name) for name in LIVE_NODES} == dict.fromkeys(LIVE_NODES, 1), f"seed {seed}"

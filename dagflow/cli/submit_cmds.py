@@ -6,6 +6,7 @@ exists is always continued and stopped by the engine recorded in its run directo
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +32,7 @@ from dagflow.cli.engine_flags import (
 )
 from dagflow.cli.root import app
 from dagflow.errors import CannotWriteError, DagflowError
+from dagflow.plan import Plan
 from dagflow.run.layout import RunLayout
 
 EXIT_CODES = {"succeeded": 0, "interrupted": 130}
@@ -61,6 +63,25 @@ def continued_engine(layout: RunLayout, asked: str | None) -> str:
             "(leave out --engine)"
         )
     return recorded
+
+
+def admit_new(plan: Plan, runs_dir: Path, engine: str) -> RunLayout | None:
+    """Check a new run against every live run (run/live_runs.py); the cut-short run to continue instead."""
+    from dagflow.engines.registry import live_run
+    from dagflow.run import live_runs
+
+    admission = live_runs.admit_new(plan, runs_dir, engine, live_run)
+    if admission.note:
+        print(admission.note, file=sys.stderr)
+    return admission.continue_run
+
+
+def admit_continued(layout: RunLayout) -> None:
+    """Check continuing a run against every live run, itself included (run/live_runs.py)."""
+    from dagflow.engines.registry import live_run
+    from dagflow.run import live_runs
+
+    live_runs.admit_continued(layout, live_run)
 
 
 def check_resume_arguments(
@@ -112,6 +133,7 @@ def submit_command(
             layout = find_run_from(runs_dir, resume)
             name = continued_engine(layout, engine)
             check_engine_settings(name, given, "submit")
+            admit_continued(layout)
             chosen = load_engine(name, layout.runs_dir, given)
             handle = chosen.resume(layout.run_dir)
         else:
@@ -123,9 +145,14 @@ def submit_command(
             chosen_dir = runs_dir_of(pipeline, runs_dir)
             chosen = load_engine(name, chosen_dir, given)
             layout = RunLayout(Path(chosen_dir).absolute(), plan.run_id)
-            if given.get("dry_run") and not layout.exists():  # an existing run id: the engine refuses it
-                layout.mark_dry_run()
-            handle = chosen.submit(plan, layout.run_dir)
+            continued = None if given.get("dry_run") else admit_new(plan, layout.runs_dir, name)
+            if continued is not None:
+                layout = continued
+                handle = chosen.resume(layout.run_dir)
+            else:
+                if given.get("dry_run") and not layout.exists():  # an existing run id: the engine refuses it
+                    layout.mark_dry_run()
+                handle = chosen.submit(plan, layout.run_dir)
         if wait:
             chosen.wait(layout.run_dir)
             raise typer.Exit(print_run_status(layout, json_output))
@@ -150,7 +177,8 @@ def resubmit_command(
     A condor run is submitted from DAGMan's newest rescue DAG (condor_submit_dag -DoRescueFrom N); a
     condor run whose first submission found no schedd is submitted as compiled. A slurm run submits the
     nodes that did not succeed; a local run starts a detached runner on the rest.
-    Exit status: 0 submitted, 2 nothing to resubmit (running, succeeded, no rescue DAG), 3 not reachable.
+    Exit status: 0 submitted, 2 nothing to resubmit (running, succeeded, no rescue DAG) or a live run runs
+    its nodes, 3 not reachable.
     """
     from dagflow.engines.registry import load_engine
 
@@ -159,6 +187,8 @@ def resubmit_command(
         layout = find_run_from(runs_dir, run_id)
         name = continued_engine(layout, None)
         check_engine_settings(name, given, "resubmit")
+        if not given.get("dry_run"):
+            admit_continued(layout)
         chosen = load_engine(name, layout.runs_dir, given)
         report = chosen.submitted(layout.run_dir, chosen.resume(layout.run_dir))
     except DagflowError as error:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from dagflow.plan import Plan
     from dagflow.run.layout import RunLayout
+    from dagflow.run.live_runs import Live
     from dagflow.run.status import RunStatus
 
 # Step fields that place a node (resources and the rest); each engine honours a subset.
@@ -135,6 +136,10 @@ class Engine(Protocol):
     def cancel(self, run_dir: Path) -> None:
         """Stop the work started by submit."""
 
+    def live(self, layout: RunLayout) -> Live | None:
+        """What of the run is still live (its nodes that run or may still start, what drives it), read from the
+        engine's own records without changing anything; None: nothing. The one rule over it: run/live_runs.py."""
+
     def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
         """`dagflow run`: start (plan) or resume (None) the run and block until it ends. Returns the exit
         code when the engine showed the outcome itself, None when the caller shows the run's status."""
@@ -183,3 +188,19 @@ class EngineBase:
 
     def cancelled(self, run_dir: Path) -> Report | None:
         return None
+
+    def live(self, layout: RunLayout) -> Live | None:
+        """Live while its status says something drives it (runner_alive): every node not finished yet."""
+        from dagflow.run.journal import DONE_STATES
+        from dagflow.run.live_runs import Live
+
+        status = self.read_status(layout)  # type: ignore[attr-defined]
+        if not status.runner_alive:
+            return None
+        states = status.node_states()
+        return Live(frozenset(name for name, state in states.items() if state not in DONE_STATES), driver=self.driver)
+
+    @property
+    def driver(self) -> str:
+        """What drives a live run of this engine, as a refusal names it."""
+        return f"its {self.name} jobs"

@@ -37,6 +37,7 @@ from dagflow.errors import DagflowError, Diagnostic
 
 if TYPE_CHECKING:  # not imported to list engines and their options (the CLI's flags, --help)
     from dagflow.run.layout import RunLayout
+    from dagflow.run.live_runs import Live
     from dagflow.run.status import RunStatus
     from dagflow.spec.load import Spec, SpecCheck
     from dagflow.spec.sections import EngineSection, EngineSections
@@ -245,6 +246,16 @@ def engine_of_run(layout: RunLayout) -> str:
 def engine_for_run(layout: RunLayout, settings: Mapping[str, Any] | None = None) -> Engine:
     """The engine that continues an existing run."""
     return load_engine(engine_of_run(layout), layout.runs_dir, settings)
+
+
+def live_run(layout: RunLayout) -> Live | None:
+    """What of a run of any engine is still live, as the engine that made it says (run/live_runs.py)."""
+    try:
+        engine = engine_for_run(layout)
+    except DagflowError:  # its engine is not installed here: nothing here can run or see its nodes
+        return None
+    live = getattr(engine, "live", None)  # an engine written before the contract had it says nothing
+    return live(layout) if live is not None else None
 
 
 def read_run_status(layout: RunLayout) -> RunStatus:

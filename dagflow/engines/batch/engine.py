@@ -51,6 +51,10 @@ class BatchEngine(EngineBase):
     def title(self) -> str:
         return self.observer.title
 
+    @property
+    def driver(self) -> str:
+        return f"its jobs in {self.title}"
+
     def check_reachable(self) -> None:
         """Fail with "no <scheduler> reachable" (before anything is created)."""
         raise NotImplementedError

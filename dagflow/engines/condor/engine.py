@@ -7,6 +7,7 @@ to a schedd as one DAGMan job, read status from DAGMan's files, cancel, resubmit
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import sys
@@ -42,6 +43,7 @@ from dagflow.run.follow import follow_run, runs_dir_hint, terminal_reporter
 from dagflow.run.ids import validate_run_id
 from dagflow.run.journal import DONE_STATES
 from dagflow.run.layout import DEFAULT_RUNS_DIR, DRY_RUN_FILE, RunLayout
+from dagflow.run.live_runs import Live
 from dagflow.run.replan import changed_nodes, replanned
 from dagflow.run.status import RUN_RUNNING, RunStatus, write_plan_index
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
@@ -313,6 +315,13 @@ class CondorEngine(EngineBase):
 
     def cancel(self, run_dir: Path) -> None:
         cancel_condor(RunLayout.from_run_dir(run_dir))
+
+    def live(self, layout: RunLayout) -> Live | None:
+        record = CondorRecord.load(layout.run_dir)
+        if record is None or record.latest is None:  # never submitted: nothing of it runs
+            return None
+        live = super().live(layout)  # DAGMan's job alive, as `resubmit` refuses it
+        return None if live is None else dataclasses.replace(live, driver=f"DAGMan job {record.latest.cluster}.0")
 
     def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
         """Submit the DAG (or, resuming, its rescue DAG unless the run succeeded) and wait for DAGMan to end,

@@ -11,11 +11,14 @@ from typing import Any, ClassVar
 
 from dagflow.engines.base import EngineBase, EngineOption, Report
 from dagflow.engines.local.engine import LocalEngine, resume_local, run_local
+from dagflow.engines.local.liveness import local_live
 from dagflow.engines.local.options import RunOptions
+from dagflow.engines.local.orphans import stop_cut_short
 from dagflow.engines.local.recovery import unjournaled_nodes
 from dagflow.engines.local.settings import LOCAL_OPTIONS
 from dagflow.plan import Plan
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
+from dagflow.run.live_runs import Live
 from dagflow.run.reporting import JsonReporter, PlainReporter, Reporter
 from dagflow.run.status import RunStatus, read_status
 from dagflow.text import plural
@@ -34,6 +37,7 @@ class LocalEngineContract(EngineBase, LocalEngine):
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
         EngineBase.__init__(self, runs_dir, settings)
         LocalEngine.__init__(self, self.run_options())
+        self._stopped: list[str] | None = None  # what cancel stopped of a run whose runner died
 
     def run_options(self, reporter: Reporter | None = None, handle_signals: bool = False) -> RunOptions:
         given = self.settings
@@ -58,9 +62,32 @@ class LocalEngineContract(EngineBase, LocalEngine):
                 status.notes.append(
                     f"its runner died: its keeper still runs {plural(running, 'node')}, "
                     f"{len(status.unjournaled) - running} ended since; `dagflow run --resume {layout.run_id}` "
-                    "adopts them (so does running the pipeline again)"
+                    "adopts them (so does the command that started it, given again); "
+                    f"`dagflow cancel {layout.run_id}` stops them"
                 )
         return status
+
+    def live(self, layout: RunLayout) -> Live | None:
+        return local_live(layout)
+
+    def cancel(self, run_dir: Path) -> None:
+        """Signal the run's runner; with none (it died), stop the nodes its keeper still runs."""
+        layout = RunLayout.from_run_dir(run_dir)
+        self._stopped = stop_cut_short(layout, self.options.kill_grace_s)
+        if self._stopped is None:
+            LocalEngine.cancel(self, run_dir)
+
+    def cancelled(self, run_dir: Path) -> Report | None:
+        stopped, run_id = self._stopped, Path(run_dir).name
+        if stopped is None:
+            return None  # its runner stops its nodes: wait for it and show the run's status
+        data = {"run_id": run_id, "engine": self.name, "stopped": stopped}
+        if not stopped:
+            return Report(data, [f"run {run_id} is not running: nothing to stop"])
+        shown = ", ".join(stopped[:5]) + (", ..." if len(stopped) > 5 else "")
+        line = (f"stopped {plural(len(stopped), 'node')} of run {run_id} that its keeper ran on after its runner "
+                f"died ({shown}); continue with `dagflow run --resume {run_id}`")
+        return Report(data, [line])
 
     def resume(self, run_dir: Path) -> str:
         layout = RunLayout.from_run_dir(run_dir)

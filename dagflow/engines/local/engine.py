@@ -7,11 +7,9 @@ run with a new id, and the cache decides node by node: whatever succeeded before
 environment, params, input content and upstream is skipped and shown as cached. The cache, unlike a
 journal, stays correct when the pipeline or its input files changed between the two runs.
 
-One exception, because the cache cannot see work that is still going on: when an earlier run of the same
-pipeline was cut short (its runner killed) and its keeper still runs nodes, or recorded exits no runner
-journaled, the plain run continues that run instead, re-planned from the pipeline as it is now, so the
-live nodes are adopted rather than started twice and their results count (earlier_runs.py). A plain run
-of the very nodes a live runner is running is refused.
+A run never shares a node with an earlier live run (a killed runner's keeper may still run its nodes): the
+commands that start or continue runs check that first (dagflow/run/live_runs.py), and a plain run that is
+exactly such a cut-short run continues it instead, adopting its live nodes.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ import sys
 from pathlib import Path
 
 from dagflow.data import with_import_root
-from dagflow.engines.local.earlier_runs import earlier_runs
 from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.resources import Machine, ResourceError, detect_machine, infeasible
 from dagflow.engines.local.runner import LocalRunner, RunStorageError
@@ -98,45 +95,8 @@ def run_local(plan: Plan, options: RunOptions | None = None) -> RunResult:
     """
     options = options or RunOptions()
     plan = dataclasses.replace(plan, workdir=os.path.abspath(plan.workdir))
-    continued = _run_cut_short(plan, options)
-    if continued is not None:
-        return continued
     layout, machine = prepare_run(plan, options)
     return LocalRunner(plan, layout, machine, options).run()
-
-
-def _run_cut_short(plan: Plan, options: RunOptions) -> RunResult | None:
-    """Continue the earlier run of plan's pipeline that a crash cut short, if there is one (else None);
-    refuse when a live runner runs the same nodes, or a cut-short run has live nodes plan does not hold."""
-    earlier = earlier_runs(plan, Path(options.runs_dir).absolute(), options.engine)
-    for live in earlier.running:
-        if set(live.plan.nodes) == set(plan.nodes):
-            pid = f" (runner pid {live.runner_pid})" if live.runner_pid else ""
-            raise RunExistsError(
-                f"run {live.layout.run_id} of {plan.source} is running now{pid}, with the same nodes: follow it "
-                f"with `dagflow status {live.layout.run_id}`, or stop it with `dagflow cancel {live.layout.run_id}` "
-                "before running the pipeline again"
-            )
-    if not earlier.cut_short:
-        return None
-    cut = earlier.cut_short[0]
-    outside = sorted(cut.pending - set(plan.nodes))
-    if len(earlier.cut_short) > 1 or outside:
-        runs = ", ".join(run.layout.run_id for run in earlier.cut_short)
-        why = f"nodes this run does not include ({', '.join(outside[:5])})" if outside else "several such runs"
-        raise RunExistsError(
-            f"earlier run(s) {runs} of {plan.source} were cut short and still have nodes running or results "
-            f"unrecorded, with {why}: continue each with `dagflow run --resume RUN_ID`, or stop it with "
-            "`dagflow cancel RUN_ID`"
-        )
-    print(
-        f"dagflow: run {cut.layout.run_id} of {plan.source} was cut short (its runner died) and "
-        f"{len(cut.pending)} of its node(s) still run or finished unrecorded: continuing that run "
-        "instead of starting a new one",
-        file=sys.stderr,
-    )
-    fresh = dataclasses.replace(plan, run_id=cut.layout.run_id, source=cut.plan.source)
-    return _continue(cut.layout, cut.plan, None if fresh.to_json() == cut.plan.to_json() else fresh, options)
 
 
 def resume_local(run_id: str | None, options: RunOptions | None = None) -> RunResult:
