@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import classad2
 import pytest
 from condor_helpers import argv_of, environment_of, node_submit
 from condor_pool import dag_checker
@@ -18,6 +19,7 @@ from condor_pool import dag_checker
 from dagflow.engines.condor.compile import CondorCompileError, compile_plan
 from dagflow.engines.condor.engine import CondorEngine, CondorRunError, prepare_condor
 from dagflow.engines.condor.lint import lint_dag, parse_dag
+from dagflow.engines.condor.settings import DEFAULT_MAX_TRANSFER_OUTPUT_MB
 from dagflow.engines.registry import spec_checks
 from dagflow.plan.expand import expand
 from dagflow.spec import load_spec
@@ -169,6 +171,40 @@ def test_each_declared_output_comes_back_once_and_a_node_without_outputs_sends_n
     assert argv_of(b)[:1] == ["0"]
 
 
+def _removed_when_held(submit, code: int, subcode: int) -> bool:  # type: ignore[no-untyped-def]
+    job = classad2.ClassAd({"JobStatus": 5, "HoldReasonCode": code, "HoldReasonSubCode": subcode})
+    job["Remove"] = classad2.ExprTree(submit.expand("periodic_remove"))
+    return job.eval("Remove") is True
+
+
+def test_a_hold_for_a_transfer_that_cannot_succeed_fails_the_node(tmp_path: Path) -> None:
+    """#40 items 14 and 21: a job held for a link to a directory (12/21), a missing file (12 or 13 / 2) or
+    more output than max_transfer_output_mb (33) is removed, so the node fails instead of waiting held."""
+    _, _, dag = _compile(_example(tmp_path), tmp_path / "condor")
+    train = node_submit(dag, "train.us")
+    for code, subcode in ((12, 21), (13, 21), (12, 2), (13, 2), (33, 0)):
+        assert _removed_when_held(train, code, subcode), (code, subcode)
+    for code, subcode in ((12, 28), (13, 110), (3, 0), (21, 0)):  # a full disk, a timeout, condor_hold: wait
+        assert not _removed_when_held(train, code, subcode), (code, subcode)
+
+
+def test_what_a_job_sends_back_is_bounded_in_the_transfer_mode_only(tmp_path: Path) -> None:
+    """#40 item 21: HTCondor's max_transfer_output_mb, from the pipeline's condor block or the default."""
+    pipeline = _example(tmp_path)
+    _, _, dag = _compile(pipeline, tmp_path / "a")
+    assert node_submit(dag, "train.us").expand("max_transfer_output_mb") == str(DEFAULT_MAX_TRANSFER_OUTPUT_MB)
+    assert node_submit(dag, "stage.us").get("max_transfer_output_mb") is None, "the access point moves its own"
+    pipeline.write_text(pipeline.read_text() + "condor:\n  max_transfer_output_mb: 300\n")
+    _, _, dag = _compile(pipeline, tmp_path / "b")
+    assert node_submit(dag, "evaluate.br").expand("max_transfer_output_mb") == "300"
+    _, _, shared = _compile(pipeline, tmp_path / "c", data_mode="shared")
+    assert node_submit(shared, "train.us").get("max_transfer_output_mb") is None, "nothing is transferred"
+    pipeline.write_text(pipeline.read_text().replace("300", "0"))
+    invalid = _dagflow("validate", str(pipeline), cwd=tmp_path)
+    assert invalid.returncode == 2 and "condor.max_transfer_output_mb" in invalid.stderr, invalid.stderr
+    assert "Traceback" not in invalid.stderr
+
+
 def test_an_input_outside_the_pipeline_directory_is_refused(tmp_path: Path) -> None:
     pipeline = _write(tmp_path / "p.yaml", "name: p\nsteps:\n  a:\n    command: [python, x.py]\n"
                       "    inputs: [../elsewhere.csv]\n")
@@ -231,6 +267,29 @@ def test_the_wrapper_fails_a_node_whose_declared_output_is_missing(tmp_path: Pat
     done = _wrap(tmp_path, ["written.txt", "never/written.txt"], "sh", "-c", "echo y > written.txt")
     assert done.returncode == 1
     assert "declared output never/written.txt was not written" in done.stderr
+
+
+def test_the_wrapper_fails_a_node_whose_output_holds_a_link_to_a_directory(tmp_path: Path) -> None:
+    """#40 item 14: HTCondor holds a job whose output holds a link to a directory (HoldReasonCode 12,
+    subcode 21) once part of it landed; the wrapper fails the node first, naming the link."""
+    script = ("mkdir -p 'models/checkpoint 12' && echo w > 'models/checkpoint 12/w.bin'"
+              " && ln -s 'checkpoint 12' models/best && ln -s 'checkpoint 12/w.bin' models/latest.bin")
+    done = _wrap(tmp_path, ["models"], "sh", "-c", script)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        "dagflow: declared output models holds models/best, a symbolic link to a directory (checkpoint 12), "
+        "which HTCondor cannot send back; make it a copy or a real directory, or declare the directory it "
+        "names instead"
+    ]
+    linked = _wrap(tmp_path / "b", ["best", "gone"], "sh", "-c", "mkdir real && ln -s real best && ln -s nowhere gone")
+    assert linked.returncode == 1
+    assert "declared output best is a symbolic link to a directory (real)" in linked.stderr
+    assert "declared output gone was not written by the command" in linked.stderr, "a dangling link is missing"
+    dangling = _wrap(tmp_path / "c", ["out"], "sh", "-c", "mkdir out && ln -s ../nowhere out/stale")
+    assert dangling.returncode == 1
+    assert "declared output out holds out/stale, a symbolic link to nothing (../nowhere)" in dangling.stderr
+    files = _wrap(tmp_path / "d", ["out"], "sh", "-c", "mkdir out && echo a > out/a && ln -s a out/b")
+    assert (files.returncode, files.stderr) == (0, ""), "a link to a file is sent as the file"
 
 
 def test_the_wrapper_keeps_a_failing_commands_exit_code(tmp_path: Path) -> None:

@@ -284,3 +284,54 @@ def test_non_finite_or_overflowing_metrics_are_bad_input(tmp_path: Path, text: s
     inf_delta = subprocess.run([sys.executable, "-m", "dagflow", *args, "--min-delta", "inf"], cwd=tmp_path,
                                capture_output=True, text=True, check=False)
     assert inf_delta.returncode == 2 and "--min-delta must be a finite number" in inf_delta.stderr
+
+
+SHARED_PREFIX = PIPELINE.replace("/models/{region}/{run.id}/", "/models/{region}/")
+
+
+def test_a_promoted_model_must_publish_to_a_prefix_of_its_own_run() -> None:
+    """#40 item 3: with one prefix for every run, run 2's publish overwrites the promoted model before
+    its gate runs; a gate that keeps run 1 leaves the pointer naming run 2's worse files."""
+    errors = errors_of(SHARED_PREFIX)
+    assert errors == [
+        "p.yaml:11:14: steps.train.publish: step 'evaluate' promotes this model, so each run must publish to a "
+        "prefix of its own: without {run.id} the next run's publish overwrites the promoted model before its "
+        "promotion is decided; add {run.id}: s3://dagflow-models/models/{region}/{run.id}/"
+    ], errors
+    local = errors_of(SHARED_PREFIX.replace("s3://dagflow-models/", "store/"))
+    assert len(local) == 1 and "; add {run.id}: store/models/{region}/{run.id}/" in local[0]
+    spec_of(SHARED_PREFIX.replace("    promote_if:", "    unused:").split("    unused:")[0])  # no gate: allowed
+
+
+def run_pipeline(project: Path, text: str, losses: dict[str, float]) -> subprocess.CompletedProcess[str]:
+    (project / "pipeline.yaml").write_text(text)
+    return run(project, losses)
+
+
+@pytest.mark.slow
+def test_a_shared_prefix_is_refused_before_anything_runs_on_s3(project: Path, s3_endpoint: str) -> None:
+    result = run_pipeline(project, SHARED_PREFIX, {"us": 0.5, "br": 0.5, "de": 0.5})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "pipeline.yaml:11:14: steps.train.publish: step 'evaluate' promotes this model" in result.stderr
+    assert "add {run.id}: s3://dagflow-models/models/{region}/{run.id}/" in result.stderr
+    assert "Traceback" not in result.stderr
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    assert "Contents" not in client.list_objects_v2(Bucket=BUCKET), "nothing was published"
+    assert not (project / "out").exists(), "nothing ran"
+
+
+@pytest.mark.slow
+def test_a_worse_second_run_leaves_the_pointer_on_the_first_model_locally(tmp_path: Path) -> None:
+    (tmp_path / "evaluate.py").write_text(EVALUATE)
+    local = PIPELINE.replace("s3://dagflow-models/", "store/")
+    refused = run_pipeline(tmp_path, local.replace("/{run.id}/", "/"), {"us": 0.5, "br": 0.5, "de": 0.5})
+    assert refused.returncode == 2 and "add {run.id}: store/models/{region}/{run.id}/" in refused.stderr
+    assert not (tmp_path / "store").exists()
+
+    for round_, loss in (("one", 0.25), ("two", 0.75)):  # run 2 trains a different, worse model
+        (tmp_path / "train.py").write_text(TRAIN.replace("model for", f"model {round_} for"))
+        result = run_pipeline(tmp_path, local, {"us": loss, "br": loss, "de": loss})
+        assert result.returncode == 0, result.stdout + result.stderr
+    current = json.loads((tmp_path / "store/models/us/latest").read_text())
+    assert current["metrics"]["val_loss"] == 0.25
+    assert (tmp_path / current["model"] / "model.txt").read_text() == "model one for us\n"

@@ -286,12 +286,25 @@ class _Checker:
             return
         else:
             model = publishers[0]
+        self._publish_per_run(model, steps[model], name)
         model_over = set(_as_list(steps[model].get("over")))
         own_over = set(_as_list(step.get("over")))
         spread = sorted(axis for axis in own_over - model_over if axis in matrix)
         if spread:
             self.add(base, f"this step gathers over {', '.join(spread)} but step {model!r} publishes one model "
                      "per value: there would be several models to promote", key=True)
+
+    def _publish_per_run(self, name: str, step: dict[str, Any], promoter: str) -> None:
+        """A promoted model is published to a prefix of its own run: with one shared prefix, a later
+        run's publish overwrites the promoted model before its gate runs, and a gate that keeps the
+        old model leaves the pointer (with the old metrics) naming the new, worse files."""
+        publish = step.get("publish")
+        if not isinstance(publish, str) or "run.id" in _variables(publish):
+            return
+        fixed = publish.rstrip("/") + "/{run.id}/"
+        self.add(("steps", name, "publish"), f"step {promoter!r} promotes this model, so each run must publish "
+                 "to a prefix of its own: without {run.id} the next run's publish overwrites the promoted model "
+                 "before its promotion is decided", hint=f"add {{run.id}}: {fixed}")
 
     def _checkpoint(self, name: str, step: dict[str, Any], params: dict[str, Any]) -> None:
         checkpoint = step.get("checkpoint")

@@ -12,7 +12,8 @@
 #
 # Runs the node's command in the job's scratch directory. After a success it checks each declared OUTPUT
 # (a path relative to the scratch directory) is there; one that is not fails the node (exit 1) with a line
-# naming it. Otherwise the command's exit code is the job's. What comes back is HTCondor's business, not
+# naming it, and so does a symbolic link to a directory (or to nothing) in one, which HTCondor cannot send
+# back. Otherwise the command's exit code is the job's. What comes back is HTCondor's business, not
 # this script's: the submit file lists exactly the declared outputs in transfer_output_files, and its
 # success_exit_code makes a job that exits non-zero send back only its stdout and stderr, so nothing the
 # job writes elsewhere (or writes later, from a process it left behind) reaches the access point.
@@ -82,5 +83,30 @@ for path in $outputs; do
         echo "dagflow: declared output $path was not written by the command (in $(pwd))" >&2
         missing=1
     fi
+done
+
+# HTCondor cannot send back a symbolic link to a directory, or one to nothing: it holds the job
+# (TransferOutputError) once part of the outputs has landed, with an empty file where the link was.
+# Such a link fails the node here instead, so that nothing comes back. A link to a file is sent as
+# the file it names. Names inside an output directory may hold blanks, so find hands them over.
+for path in $outputs; do
+    [ -e "$path" ] || continue
+    find "$path" -type l -exec sh -c '
+        status=0
+        for link; do
+            if [ -d "$link" ]; then
+                what="a symbolic link to a directory ($(readlink "$link"))"
+            elif [ ! -e "$link" ]; then
+                what="a symbolic link to nothing ($(readlink "$link"))"
+            else
+                continue
+            fi
+            where="holds $link,"
+            [ "$link" = "$0" ] && where=is
+            echo "dagflow: declared output $0 $where $what, which HTCondor cannot send back;" \
+                "make it a copy or a real directory, or declare the directory it names instead" >&2
+            status=1
+        done
+        exit "$status"' "$path" {} + || missing=1
 done
 exit "$missing"

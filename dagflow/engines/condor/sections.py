@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from dagflow.engines.condor.settings import DATA_MODES
+from dagflow.engines.condor.settings import DATA_MODES, DEFAULT_MAX_TRANSFER_OUTPUT_MB
 from dagflow.policies import gpu_classes
 from dagflow.spec.model import Identifier, ScalarValue, StepSpec, Strict
 from dagflow.spec.sections import EngineSection
@@ -23,6 +23,13 @@ class CondorSpec(Strict):
         description="transfer: nothing is shared, each node gets its declared inputs and scripts through "
         "HTCondor file transfer and sends its declared outputs back; shared: jobs run in the pipeline's "
         "directory on a shared filesystem [default: transfer; `--data-mode` overrides]",
+    )
+    max_transfer_output_mb: int | None = Field(
+        None,
+        ge=1,
+        description="transfer mode: the most MiB one node's job may send back (HTCondor's max_transfer_output_mb); "
+        "a job over it is held, then removed, and the node fails saying so "
+        f"[default: {DEFAULT_MAX_TRANSFER_OUTPUT_MB}]",
     )
 
 
@@ -54,7 +61,7 @@ def plan_fields(step: StepSpec) -> dict[str, Any]:
 
 SECTION = EngineSection(
     block=CondorSpec,
-    block_help="HTCondor engine settings: {data_mode: transfer|shared}",
+    block_help="HTCondor engine settings: {data_mode: transfer|shared, max_transfer_output_mb: MiB}",
     step_fields=CondorStepFields,
     examples={"condor": "a mapping such as {data_mode: transfer}", "classads": "a mapping such as {DagflowTeam: recs}"},
     plan_fields=plan_fields,

@@ -6,6 +6,9 @@ from __future__ import annotations
 from dagflow.engines.base import Capabilities, EngineDeclaration, EngineOption
 
 DATA_MODES = ("transfer", "shared")  # the engine's data modes (transfer.py); the first is the default
+# transfer mode: the most MiB a node's job sends back unless the pipeline's condor block says otherwise
+# (HTCondor's max_transfer_output_mb; HTCondor itself has no limit by default)
+DEFAULT_MAX_TRANSFER_OUTPUT_MB = 10240
 _STARTING = frozenset({"run", "submit"})  # options that shape a new run's submission
 CONDOR_OPTIONS = (
     EngineOption("schedd", ("--name", "--schedd"), "condor: schedd to submit to (default: the local one).",

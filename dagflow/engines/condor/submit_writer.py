@@ -23,12 +23,13 @@ from dagflow.engines.condor.step_fields import custom_attributes, requirements_e
 from dagflow.engines.condor.templates import fill, load_template
 from dagflow.engines.condor.transfer import (
     INPUTS_MACRO,
-    MISSING_FILE_HOLD,
     OUTPUTS_MACRO,
     SHARED,
     TRANSFER,
+    TRANSFER_FAILED_HOLD,
     ScriptFiles,
     file_list,
+    max_output_mb,
     node_inputs,
     node_outputs,
     outermost,
@@ -208,7 +209,7 @@ def _policy(step: StepInfo, job_retries: bool, transfers: bool = False) -> list[
         lines.append(f"allowed_execute_duration = {int(step.timeout_s)}")
         removals.append(TIMEOUT_REMOVE)
     if transfers:
-        removals.append(MISSING_FILE_HOLD)  # a declared input gone before the job started
+        removals.append(TRANSFER_FAILED_HOLD)  # e.g. a declared input gone before the job started
     if removals:
         lines.append("periodic_remove = " + " || ".join(f"({clause})" for clause in removals))
     if transfers:
@@ -231,7 +232,7 @@ def _universe(step: StepInfo, layout: Layout) -> str:
     return "container" if step.runtime.container_image else "vanilla"
 
 
-def _transfer_lines(transfers: bool, streams_progress: bool = False) -> list[str]:
+def _transfer_lines(transfers: bool, streams_progress: bool, output_mb: int) -> list[str]:
     if not transfers:
         return []
     # HTCondor: "If True, then stderr is streamed back to the machine from which the job was submitted"
@@ -246,6 +247,8 @@ def _transfer_lines(transfers: bool, streams_progress: bool = False) -> list[str
         # Exactly the node's declared outputs and metrics file, each back at its own path; quoted, so a node
         # with none sends back nothing (left empty, HTCondor would send back every new file).
         f'transfer_output_files    = "$({OUTPUTS_MACRO})"',
+        # what one job may send back, so that no job fills the access point's disk (transfer.py)
+        f"max_transfer_output_mb   = {output_mb}",
     ]
 
 
@@ -271,7 +274,7 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
         "executable": escape.submit_literal(str(layout.node_wrapper), "node wrapper") if transfers else "/usr/bin/env",
         "transfer_executable": "true" if transfers else "false",
         "should_transfer_files": "YES" if transfers else "NO",
-        "transfer": "\n".join(_transfer_lines(transfers, streams_progress)),
+        "transfer": "\n".join(_transfer_lines(transfers, streams_progress, max_output_mb(plan))),
         "runtime": "\n".join(_runtime_lines(step, universe)),
         "workdir": escape.submit_literal(str(layout.workdir), "workdir"),
         "log_dir": escape.submit_literal(str(layout.log_dir), "log directory"),

@@ -15,7 +15,9 @@ transfer  nothing is shared: a job runs in its scratch directory on the execute 
           whatever its exit code; `when_to_transfer_output = ON_SUCCESS` does not prevent that in
           HTCondor 25.14). Steps that run dagflow itself (transfer steps, `<step>.publish`,
           `<step>.promote`) move data between S3 and the submit side, so they run in the local universe on
-          the access point, where the AWS credentials are.
+          the access point, where the AWS credentials are. What one job sends back is bounded by HTCondor's
+          `max_transfer_output_mb` (the pipeline's `condor:` block, else DEFAULT_MAX_TRANSFER_OUTPUT_MB), so
+          no job fills the access point's disk; a job over it is held and removed, failing the node.
 
 Paths are relative to the pipeline's directory; absolute paths are ones the execute node provides (an
 image, a node-local dataset) and are neither transferred nor rewritten.
@@ -27,7 +29,7 @@ import posixpath
 import re
 
 from dagflow.engines.condor import escape
-from dagflow.engines.condor.settings import DATA_MODES
+from dagflow.engines.condor.settings import DATA_MODES, DEFAULT_MAX_TRANSFER_OUTPUT_MB
 from dagflow.engines.condor.step_fields import SECTION
 from dagflow.plan.model import Node, Plan, StepInfo
 from dagflow.plan.script_files import ScriptFiles, is_url
@@ -40,11 +42,14 @@ OUTPUTS_MACRO = "DagflowOutputs"
 
 # HTCondor splits transfer lists at commas and trims blanks; no quoting can carry either inside a name.
 _LIST_BREAKERS = re.compile(r"[,\s]")
-# A hold for a file transfer that failed because a file was not there: TransferOutputError (12) or
-# TransferInputError (13), subcode 2 = ENOENT. The job is removed so the node fails (and DAGMan retries)
-# instead of waiting held for ever.
-MISSING_FILE_HOLD = (
-    "(JobStatus == 5) && ((HoldReasonCode =?= 12) || (HoldReasonCode =?= 13)) && (HoldReasonSubCode =?= 2)"
+# A hold for a file transfer that waiting cannot mend: TransferOutputError (12) or TransferInputError (13)
+# with subcode 2 (ENOENT: a file was not there) or 21 (EISDIR: a symbolic link to a directory, which
+# node.sh refuses first for outputs), or MaxTransferOutputSizeExceeded (33: more came back than
+# max_transfer_output_mb). The job is removed so the node fails (and DAGMan retries) instead of waiting
+# held for ever.
+TRANSFER_FAILED_HOLD = (
+    "(JobStatus == 5) && ((((HoldReasonCode =?= 12) || (HoldReasonCode =?= 13)) && "
+    "((HoldReasonSubCode =?= 2) || (HoldReasonSubCode =?= 21))) || (HoldReasonCode =?= 33))"
 )
 
 
@@ -66,6 +71,12 @@ def choose_data_mode(flag: str | None, declared: str | None) -> str:
 def resolve_data_mode(flag: str | None, plan: Plan) -> str:
     """The run's data mode (choose_data_mode), the pipeline's as the plan carries it."""
     return choose_data_mode(flag, plan.engine_defaults.get(SECTION, {}).get("data_mode"))
+
+
+def max_output_mb(plan: Plan) -> int:
+    """The most MiB one job sends back: the pipeline's `condor: {max_transfer_output_mb}`, else the default."""
+    declared = plan.engine_defaults.get(SECTION, {}).get("max_transfer_output_mb")
+    return int(declared or DEFAULT_MAX_TRANSFER_OUTPUT_MB)
 
 
 def runs_on_access_point(step: StepInfo) -> bool:
