@@ -341,10 +341,12 @@ def test_a_big_runs_view_lists_the_nodes_that_need_looking_at_first(tmp_path: Pa
     records.update({f"train.r{index:02d}": NodeRecord(state=FAILED, attempts=1, rc=1) for index in range(25)})
     status = RunStatus(layout, plan, JournalState(nodes=records, runners=1, finished="failed"), False)
     text = text_of(status)
-    rows = [line.split()[:2] for line in text.splitlines() if line.startswith(("fetch.", "train.", "report"))]
+    node_table = text[text.index("\nnode ") :]  # below the table per step (whose rows name steps)
+    rows = [line.split()[:2] for line in node_table.splitlines() if line.startswith(("fetch.", "train.", "report"))]
     assert rows == [[f"train.r{index:02d}", "failed"] for index in range(run_status.ROW_LIMIT)]  # failed first
     assert "... and 15 more nodes (5 failed, 10 upstream-failed) not listed; --all lists every node" in text
     assert "(26 succeeded, cached or pending nodes not shown; --all lists them)" in text
     every = text_of(status, show_all=True)
-    assert len([line for line in every.splitlines() if line.startswith(("fetch.", "train.", "report"))]) == 61
+    every_node = every[every.index("\nnode ") :].splitlines()
+    assert len([line for line in every_node if line.startswith(("fetch.", "train.", "report"))]) == 61
     assert "more nodes" not in every

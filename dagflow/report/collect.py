@@ -18,6 +18,7 @@ from dagflow.plan import Plan
 from dagflow.run.journal import NodeRecord
 from dagflow.run.layout import SEARCH_TRIAL_FILE, RunLayout
 from dagflow.run.status import RunStatus
+from dagflow.run.step_table import StepRow
 from dagflow.run.usage import NodeUsage, read_usage
 
 MAX_METRICS_FILES = 2000  # metrics files read per report: each is a file to open
@@ -42,6 +43,7 @@ class RunReport:
     metrics_skipped: int  # nodes with a metrics file past MAX_METRICS_FILES
     promotions: list[dict[str, Any]]
     search: dict[str, Any] | None = None  # the search's summary (dagflow.search.report.summarise)
+    steps: list[StepRow] = field(default_factory=list)  # per step: counts by state, wall time, slowest node
     made: float = field(default_factory=time.time)
 
 
@@ -69,6 +71,7 @@ def collect(status: RunStatus, search_db: Path | None = None) -> RunReport:
         metrics_skipped=skipped,
         promotions=promotion_records(layout.run_dir, states),
         search=search_of_run(layout, search_db) if search_db is not None else None,
+        steps=status.steps(states),
     )
 
 

@@ -1,19 +1,24 @@
 """A layered left-to-right layout of a plan's DAG, for the report's SVG and the plan's PNG.
 
-Nodes are grouped when there are too many to draw one by one: first by step and all matrix values
-(every node its own box), then dropping the step's last axis, and so on, down to one box per step,
-stopping at the first level with at most `max_boxes` boxes. Layers are the topological generations of
-the (grouped) graph; boxes in a layer are ordered by a few barycenter sweeps to cut edge crossings.
+Nodes are grouped when there are too many to draw one by one: each step starts with a box per node, and
+the step with the most boxes groups its nodes by one axis fewer (its last axis dropped), again and again,
+down to one box per step, until there are at most `max_boxes` boxes and no step has more than
+MAX_STEP_BOXES: a big step is grouped by its first axes, small steps keep a box per node. Where one box
+per step is still too many (a workflow of one-task steps), steps are grouped by their layer and the stem
+of their names. Layers are the topological generations of the (grouped) graph; boxes in a layer are
+ordered by a few barycenter sweeps to cut edge crossings.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dagflow.plan.model import Plan
+from dagflow.plan.model import Node, Plan
 
 MAX_BOXES = 150
+MAX_STEP_BOXES = 50  # a step with more boxes than this is grouped further (one column of the picture)
 BOX_HEIGHT = 44
 GAP_X = 70
 GAP_Y = 14
@@ -31,6 +36,7 @@ class Box:
     step: str
     coords: dict[str, str]  # the matrix values every member shares (all of a node's when ungrouped)
     members: list[str] = field(default_factory=list)  # node names, in plan order
+    steps: list[str] = field(default_factory=list)  # the steps its members belong to (one, unless merged)
     layer: int = 0
     x: float = 0.0
     y: float = 0.0
@@ -44,6 +50,8 @@ class Box:
         values = " ".join(f"{axis}={value}" for axis, value in self.coords.items())
         if len(self.members) == 1:
             return values
+        if len(self.steps) > 1:
+            return f"{len(self.steps)} steps · {len(self.members)} nodes"
         return f"{values} · {len(self.members)} nodes" if values else f"{len(self.members)} nodes"
 
 
@@ -65,29 +73,95 @@ def _group_key(step: str, coords: dict[str, str], axes: tuple[str, ...], dropped
     return step + "".join(f"\x1f{axis}={value}" for axis, value in shared.items()), shared
 
 
-def _groups(plan: Plan, dropped: int) -> tuple[dict[str, Box], dict[str, str]]:
-    boxes: dict[str, Box] = {}
-    box_of: dict[str, str] = {}
-    for node in plan.nodes.values():
-        if dropped == 0:
-            key, shared = node.name, dict(node.coords)
-        else:
-            key, shared = _group_key(node.step, node.coords, plan.steps[node.step].axes, dropped)
-        box = boxes.get(key)
-        if box is None:
-            box = boxes[key] = Box(key, node.step, shared)
-        box.members.append(node.name)
-        box_of[node.name] = key
-    return boxes, box_of
+def _step_keys(plan: Plan, nodes: list[Node], dropped: int) -> list[tuple[str, dict[str, str]]]:
+    """Each node's box key and shared coordinates with `dropped` of its step's last axes dropped (0: each
+    node its own box)."""
+    if dropped == 0:
+        return [(node.name, dict(node.coords)) for node in nodes]
+    axes = plan.steps[nodes[0].step].axes
+    return [_group_key(node.step, node.coords, axes, dropped) for node in nodes]
+
+
+def _step_levels(plan: Plan, by_step: dict[str, list[Node]], max_boxes: int) -> dict[str, int]:
+    """How many of its last axes each step drops: the step with the most boxes gives up an axis, again and
+    again, until there are at most max_boxes boxes and no step has more than MAX_STEP_BOXES (or no step
+    can give up more)."""
+    level = dict.fromkeys(by_step, 0)
+    count = {step: len(nodes) for step, nodes in by_step.items()}
+    most = {step: len(plan.steps[step].axes) + 1 for step in by_step}  # past its axes: one box for the step
+    while sum(count.values()) > max_boxes or max(count.values(), default=0) > MAX_STEP_BOXES:
+        can = [step for step in by_step if level[step] < most[step] and count[step] > 1]
+        if not can:
+            break
+        step = max(can, key=count.__getitem__)
+        level[step] += 1
+        count[step] = len({key for key, _ in _step_keys(plan, by_step[step], level[step])})
+    return level
+
+
+def _step_layers(plan: Plan, steps: list[str]) -> dict[str, int]:
+    """Each step's topological generation in the graph of steps (a step needs the steps its nodes' parents
+    belong to)."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(steps)
+    nodes = plan.nodes
+    graph.add_edges_from({(nodes[parent].step, node.step) for node in nodes.values() for parent in node.parents})
+    return {step: number for number, generation in enumerate(nx.topological_generations(graph)) for step in generation}
+
+
+def step_stem(step: str) -> str:
+    """A step name without its trailing number (mProject_0042: mProject), for grouping one-task steps."""
+    return re.sub(r"[\W_]*\d+$", "", step) or step
+
+
+def _steps_grouped(plan: Plan, steps: list[str], max_boxes: int) -> dict[str, tuple[str, str]]:
+    """When one box per step is still too many: each step's group key and label, by its layer in the graph
+    of steps and its name's stem, else by runs of layers (a box never holds steps of two layers that
+    another box lies between: the grouped graph stays acyclic)."""
+    layer = _step_layers(plan, steps)
+    keyed = {step: (f"{layer[step]}\x1f{step_stem(step)}", f"{step_stem(step)}*") for step in steps}
+    if len({key for key, _ in keyed.values()}) <= max_boxes:
+        return keyed
+    layers = max(layer.values(), default=0) + 1
+    span = -(-layers // max(1, max_boxes))  # layers per box
+    grouped: dict[str, tuple[str, str]] = {}
+    for step in steps:
+        first = layer[step] // span * span
+        last = min(layers, first + span) - 1
+        grouped[step] = (f"layers\x1f{first}", f"layer {first}" if first == last else f"layers {first}-{last}")
+    return grouped
 
 
 def group_plan(plan: Plan, max_boxes: int = MAX_BOXES) -> tuple[list[Box], dict[str, str]]:
-    """The boxes at the finest grouping with at most max_boxes of them (one per step at the coarsest)."""
-    most_axes = max((len(step.axes) for step in plan.steps.values()), default=0)
-    for dropped in range(most_axes + 2):
-        boxes, box_of = _groups(plan, dropped)
-        if len(boxes) <= max_boxes:
-            break
+    """Boxes of nodes, at most max_boxes of them: each step at the finest grouping that keeps the whole
+    within max_boxes (a big step by its first axes, a bigger one alone), and when one box per step is
+    still too many, steps grouped by layer and name."""
+    by_step: dict[str, list[Node]] = {}
+    for node in plan.nodes.values():
+        by_step.setdefault(node.step, []).append(node)
+    level = _step_levels(plan, by_step, max_boxes)
+    merged = _steps_grouped(plan, list(by_step), max_boxes) if len(by_step) > max_boxes else {}
+    key_of: dict[str, tuple[str, str, dict[str, str]]] = {}  # node: its box's key, label and coordinates
+    for step, nodes in by_step.items():
+        if step in merged:
+            key, label = merged[step]
+            key_of.update((node.name, (key, label, {})) for node in nodes)
+        else:
+            keys = _step_keys(plan, nodes, level[step])
+            key_of.update((node.name, (key, step, shared)) for node, (key, shared) in zip(nodes, keys, strict=True))
+    boxes: dict[str, Box] = {}
+    box_of: dict[str, str] = {}
+    for node in plan.nodes.values():  # plan order: the starting order within a layer
+        key, label, shared = key_of[node.name]
+        box = boxes.get(key)
+        if box is None:
+            box = boxes[key] = Box(key, label, shared)
+        box.members.append(node.name)
+        if node.step not in box.steps:
+            box.steps.append(node.step)
+        box_of[node.name] = key
     return list(boxes.values()), box_of
 
 

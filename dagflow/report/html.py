@@ -4,6 +4,7 @@ the DAG, the timeline, resources per step, metrics and promotions per region, th
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from dagflow.report.collect import RunReport
 from dagflow.report.dag_layout import MAX_BOXES, DagLayout, layout_plan
@@ -21,12 +22,14 @@ from dagflow.report.resources import size_text, step_uses, waste_lines
 from dagflow.report.search_html import search_section
 from dagflow.report.svg import dag_svg, esc, legend_html
 from dagflow.report.timeline import place_name, spans_of, step_colours, timeline_svg
+from dagflow.run.status import SMALL_RUN
 from dagflow.run.usage import latest_by_node
 from dagflow.text import plural
 
 METRIC_COLUMNS = 12
 METRIC_ROWS = 2000
-OPEN_NODE_TABLE = 200  # node tables up to this size start unfolded
+OPEN_NODE_TABLE = 200  # node (and step) tables up to this size start unfolded
+WASTE_LINES = 20  # steps whose unused requests are called out one by one
 FIT_WIDTH = 1100  # px: wider DAG pictures start scaled down to the page
 
 
@@ -43,7 +46,8 @@ def _header(report: RunReport) -> str:
 
 
 def _nav(report: RunReport) -> str:
-    links = [("dag", "DAG"), ("timeline", "Timeline"), ("resources", "Resources")]
+    links = [("dag", "DAG"), *([("steps", "Steps")] if _has_steps(report) else []), ("timeline", "Timeline"),
+             ("resources", "Resources")]
     if report.metrics or report.promotions:
         links.append(("regions", "Metrics & promotions"))
     if report.search is not None:
@@ -59,7 +63,7 @@ def _dag_section(report: RunReport) -> str:
         picture = _dag_picture(layout, report.states, "dag-nodes")
         return f'<section id="dag"><h2>DAG</h2>{legend}<p class="muted">One box per node.</p>{picture}</section>'
     parts = [f'<section id="dag"><h2>DAG</h2>{legend}']
-    overview = layout_plan(report.plan, len(report.plan.steps))
+    overview = layout_plan(report.plan, min(len(report.plan.steps), MAX_BOXES))
     if len(overview.boxes) < len(layout.boxes):
         parts.append(
             f'<p class="muted">{layout.nodes} nodes, one box per step; each bar shows its nodes\' states '
@@ -67,6 +71,8 @@ def _dag_section(report: RunReport) -> str:
         )
     axes = sorted({axis for box in layout.boxes for axis in box.coords})
     by = "step" + "".join(f" and {esc(axis)}" for axis in axes)
+    if any(len(box.steps) > 1 for box in layout.boxes):
+        by = "layer and step name (less its trailing number)"
     opened = "" if len(overview.boxes) < len(layout.boxes) else " open"
     parts.append(
         f"<details{opened}><summary>{layout.nodes} nodes as {len(layout.boxes)} boxes, grouped by {by}</summary>"
@@ -93,8 +99,8 @@ def _timeline_section(report: RunReport) -> str:
         f'<p class="muted">{plural(len(spans), "attempt")} on {plural(hosts, "machine")}; one lane per slot '
         "(lanes are packed where the engine names no slot); a red outline marks a failed attempt.</p>"
     )
-    in_order = dict.fromkeys(node.step for node in report.plan.nodes.values())  # steps in DAG order
-    picture = timeline_svg(spans, step_colours(in_order))
+    sizes = Counter(node.step for node in report.plan.nodes.values())  # steps in DAG order
+    picture = timeline_svg(spans, *step_colours(sizes))
     return f'<section id="timeline"><h2>Timeline</h2>{lead}{picture}</section>'
 
 
@@ -131,13 +137,17 @@ def _resources_section(report: RunReport) -> str:
         lead = '<p class="muted">No usage records in this run (usage.jsonl is empty or missing): requests only.</p>'
     waste = '<p class="muted">No request went mostly unused.</p>'
     if callouts:
-        waste = f'<ul class="waste">{"".join(callouts)}</ul>'
+        more = len(callouts) - WASTE_LINES
+        tail = f'<li class="muted">… and {more} more (the table has every step)</li>' if more > 0 else ""
+        waste = f'<ul class="waste">{"".join(callouts[:WASTE_LINES])}{tail}</ul>'
     table = (
         '<table class="sortable"><thead><tr><th>step</th><th>nodes</th><th>attempts</th><th>CPUs asked / used</th>'
         "<th>memory asked / peak</th><th>peak vs request</th><th>GPUs</th><th>GPU memory asked / peak</th>"
         "<th>GPU util %</th><th>wall median / max</th><th>auto requests, requirements, ClassAds</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
+    if len(rows) > OPEN_NODE_TABLE:
+        table = f"<details><summary>{plural(len(rows), 'step')}</summary>{table}</details>"
     return f'<section id="resources"><h2>Resources per step: used against requested</h2>{lead}{waste}{table}</section>'
 
 
@@ -217,6 +227,35 @@ def _regions_section(report: RunReport) -> str:
     return "".join(parts)
 
 
+def _has_steps(report: RunReport) -> bool:
+    return len(report.plan.nodes) > SMALL_RUN and bool(report.steps)
+
+
+def _steps_section(report: RunReport) -> str:
+    """A big run's nodes summed up per step: counts by state, wall time (first start to last end), slowest
+    node (the table `dagflow status` prints)."""
+    if not _has_steps(report):
+        return ""
+    states = list(dict.fromkeys(state for row in report.steps for state in row.counts))
+    rows = []
+    for row in report.steps:
+        counts = "".join(f'<td class="num">{row.counts.get(state) or ""}</td>' for state in states)
+        rows.append(
+            f'<tr><td>{esc(row.step)}</td><td class="num">{row.nodes}</td>{counts}'
+            f'<td class="num" data-v="{row.wall_s or 0}">{duration_text(row.wall_s)}</td>'
+            f"<td>{esc(row.slowest or '')}</td>"
+            f'<td class="num" data-v="{row.slowest_s or 0}">{duration_text(row.slowest_s)}</td></tr>'
+        )
+    header = "".join(f"<th>{state_badge(state)}</th>" for state in states)
+    opened = " open" if len(rows) <= OPEN_NODE_TABLE else ""
+    return (
+        f'<section id="steps"><h2>Steps</h2><details{opened}><summary>{plural(len(rows), "step")}: nodes by state, '
+        "wall time from the first start to the last end, the slowest node</summary>"
+        f'<table class="sortable"><thead><tr><th>step</th><th>nodes</th>{header}<th>wall</th><th>slowest node</th>'
+        f"<th>took</th></tr></thead><tbody>{''.join(rows)}</tbody></table></details></section>"
+    )
+
+
 def _nodes_section(report: RunReport) -> str:
     latest = latest_by_node(report.usage)
     rows = []
@@ -262,6 +301,7 @@ def render_run(report: RunReport) -> str:
     sections = [
         _notes(report),
         _dag_section(report),
+        _steps_section(report),
         _timeline_section(report),
         _resources_section(report),
         _regions_section(report),

@@ -20,14 +20,16 @@ if TYPE_CHECKING:
     from matplotlib.font_manager import FontProperties
 
 DPI = 100
-MAX_INCHES = 160  # matplotlib refuses images past 2^16 px a side; stay well under it
+MAX_INCHES = 160  # a side of the picture at most (16,000 px): past it, fewer, bigger groups
+FEWER_BOXES = (40, 10)  # the groupings tried, in turn, when max_boxes boxes make too big a picture
 PLAIN_FILL = "#dfe8f3"  # boxes of a plan that has not run
 LABEL_POINTS = 9  # a box's bold label; its sublabel is 1.5 points smaller
-SMALL_LABEL_POINTS = 6  # when the picture is too wide to draw at full size
 
 
 def dag_png(plan: Plan, path: Path, states: dict[str, str] | None = None, max_boxes: int = MAX_BOXES) -> Path:
-    """Write the DAG to path; with states, boxes are coloured by node state (groups get a state bar)."""
+    """Write the DAG to path; with states, boxes are coloured by node state (groups get a state bar). At most
+    max_boxes boxes (dag_layout groups the nodes), fewer where that many would not fit MAX_INCHES a side
+    with labels at full size: the picture stays legible, and its cost bounded, at any node count."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display, no GUI toolkit
@@ -35,7 +37,11 @@ def dag_png(plan: Plan, path: Path, states: dict[str, str] | None = None, max_bo
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
     width_of = _text_width()
-    layout = layout_plan(plan, max_boxes, lambda box: _label_width(box, LABEL_POINTS, width_of))
+    for most in (max_boxes, *(fewer for fewer in FEWER_BOXES if fewer < max_boxes)):
+        # a pixel more than the labels take: the figure's size is rounded to whole pixels
+        layout = layout_plan(plan, most, lambda box: _label_width(box, LABEL_POINTS, width_of) + 1)
+        if max(layout.width, layout.height + 40) / DPI <= MAX_INCHES:
+            break
     width_in = min(MAX_INCHES, max(3.0, layout.width / DPI))
     height_in = min(MAX_INCHES, max(1.5, layout.height / DPI + 0.4))
     figure = plt.figure(figsize=(width_in, height_in), dpi=DPI)
@@ -45,8 +51,7 @@ def dag_png(plan: Plan, path: Path, states: dict[str, str] | None = None, max_bo
         axes.set_ylim(max(layout.height, 1) + 30, 0)  # y grows downward, as in the SVG; room for the title
         axes.axis("off")
         w, h = layout.box_width, layout.box_height
-        points = LABEL_POINTS if layout.width / DPI <= MAX_INCHES else SMALL_LABEL_POINTS
-        label_font, sublabel_font = _fonts(points)
+        label_font, sublabel_font = _fonts(LABEL_POINTS)
         room = (w - 2 * LABEL_PAD) * width_in * DPI / max(layout.width, 1)  # px: a data unit is not always one
         for parent, child in layout.edges:
             a, b = layout.boxes[parent], layout.boxes[child]

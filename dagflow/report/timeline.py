@@ -13,16 +13,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dagflow.palette import PALETTE
+from dagflow.report.dag_layout import step_stem
 from dagflow.report.svg import esc
 from dagflow.run.journal import NodeRecord
 from dagflow.run.usage import NodeUsage
+from dagflow.text import plural
 
 LABEL_WIDTH = 190
 PLOT_WIDTH = 900
 LANE_HEIGHT = 16
 AXIS_HEIGHT = 24
+MERGE_PX = 2.0  # attempts drawn narrower than this may share one rectangle with their neighbours
 MAX_LANES = 400  # lanes drawn; a bigger pool's further lanes are summed up in one line
 UNKNOWN_HOST = "(host not recorded)"
+OTHER_STEPS = "#c4c9cf"  # the steps the palette has no colour left for
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +107,30 @@ def _packed(name: str, spans: list[Span]) -> list[Lane]:
     return packed
 
 
-def step_colours(steps: Iterable[str]) -> dict[str, str]:
-    return {step: PALETTE[index % len(PALETTE)] for index, step in enumerate(steps)}
+def step_colours(sizes: dict[str, int]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """Each step's colour and the legend's entries (label, colour). sizes: each step's node count, in DAG
+    order. Each step has its own colour where the palette has one for every step; else steps named alike
+    (step_stem: mProject_0042 is an mProject*) share one; the biggest get the palette's colours, the rest
+    OTHER_STEPS, so the legend never has more than len(PALETTE) + 1 entries."""
+    if len(sizes) <= len(PALETTE):
+        colours = {step: PALETTE[index] for index, step in enumerate(sizes)}
+        return colours, list(colours.items())
+    groups: dict[str, list[str]] = {}
+    for step in sizes:
+        groups.setdefault(step_stem(step), []).append(step)
+    if len(groups) > len(PALETTE):
+        weight = {stem: sum(sizes[step] for step in steps) for stem, steps in groups.items()}
+        kept = set(sorted(groups, key=lambda stem: -weight[stem])[: len(PALETTE) - 1])  # stable: DAG order in ties
+        groups = {stem: steps for stem, steps in groups.items() if stem in kept}
+    colours: dict[str, str] = {}
+    legend: list[tuple[str, str]] = []
+    for index, (stem, steps) in enumerate(groups.items()):
+        colours.update((step, PALETTE[index]) for step in steps)
+        legend.append((steps[0] if len(steps) == 1 else f"{stem}* ({len(steps)} steps)", PALETTE[index]))
+    others = len(sizes) - len(colours)
+    if others:
+        legend.append((plural(others, "other step"), OTHER_STEPS))
+    return colours, legend
 
 
 def _tick_step(total: float) -> float:
@@ -125,7 +151,28 @@ def _clock(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def timeline_svg(spans: list[Span], colours: dict[str, str]) -> str:
+def _runs(spans: list[Span], scale: float) -> list[list[Span]]:
+    """A lane's attempts (in start order) as drawn: runs of attempts of one step, none failed, each under
+    MERGE_PX wide and under a pixel after the one before, make one rectangle: a lane of thousands of short
+    attempts is drawn with a few hundred, and a failed attempt keeps its own."""
+    runs: list[list[Span]] = []
+    end = 0.0
+    for span in spans:
+        narrow = not span.failed and (span.end - span.start) * scale < MERGE_PX
+        if runs and narrow and runs[-1][-1].step == span.step and (span.start - end) * scale < 1:
+            last = runs[-1][-1]
+            if not last.failed and (last.end - last.start) * scale < MERGE_PX:
+                runs[-1].append(span)
+                end = max(end, span.end)
+                continue
+        runs.append([span])
+        end = span.end
+    return runs
+
+
+def timeline_svg(spans: list[Span], colours: dict[str, str], legend: list[tuple[str, str]] | None = None) -> str:
+    """legend: its entries (label, colour), by default each step of `colours`; a step it has no colour for is
+    drawn in OTHER_STEPS."""
     if not spans:
         return '<p class="muted">No node has started yet.</p>'
     lanes = lanes_of(spans)
@@ -154,24 +201,32 @@ def timeline_svg(spans: list[Span], colours: dict[str, str]) -> str:
             f'<text x="{LABEL_WIDTH - 6}" y="{y + LANE_HEIGHT - 4}" text-anchor="end" fill="#333">'
             f"{esc(_short(lane.name))}<title>{esc(lane.name)}</title></text>"
         )
-        for span in lane.spans:
+        for run in _runs(lane.spans, scale):
+            span, last = run[0], run[-1]
             x = LABEL_WIDTH + (span.start - origin) * scale
-            w = max(0.8, (span.end - span.start) * scale)
+            w = max(0.8, (max(item.end for item in run) - span.start) * scale)
             stroke = ' stroke="#c00" stroke-width="1.5"' if span.failed else ""
-            title = (
-                f"{span.node} (attempt {span.attempt}) on {lane.name}: {_clock(span.start - origin)} to "
-                f"{_clock(span.end - origin)}, {span.end - span.start:.2f}s{' — failed' if span.failed else ''}"
-            )
+            if len(run) == 1:
+                title = (
+                    f"{span.node} (attempt {span.attempt}) on {lane.name}: {_clock(span.start - origin)} to "
+                    f"{_clock(span.end - origin)}, {span.end - span.start:.2f}s{' — failed' if span.failed else ''}"
+                )
+            else:
+                title = (
+                    f"{len(run)} attempts of {span.step} on {lane.name}, {_clock(span.start - origin)} to "
+                    f"{_clock(last.end - origin)}: {span.node} to {last.node}"
+                )
             parts.append(
                 f'<rect x="{x:.1f}" y="{y + 2}" width="{w:.1f}" height="{LANE_HEIGHT - 4}" '
-                f'fill="{colours.get(span.step, "#888")}"{stroke}><title>{esc(title)}</title></rect>'
+                f'fill="{colours.get(span.step, OTHER_STEPS)}"{stroke}><title>{esc(title)}</title></rect>'
             )
     parts.append("</svg>")
-    legend = "".join(
-        f'<span class="chip"><i style="background:{colour}"></i>{esc(step)}</span>' for step, colour in colours.items()
+    chips = "".join(
+        f'<span class="chip"><i style="background:{colour}"></i>{esc(label)}</span>'
+        for label, colour in (legend if legend is not None else colours.items())
     )
     more = f'<p class="muted">{len(hidden)} more lanes not drawn.</p>' if hidden else ""
-    return f'<div class="legend">{legend}</div><div class="scroll">{"".join(parts)}</div>{more}'
+    return f'<div class="legend">{chips}</div><div class="scroll">{"".join(parts)}</div>{more}'
 
 
 def _short(name: str, most: int = 30) -> str:

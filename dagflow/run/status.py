@@ -34,6 +34,7 @@ from dagflow.run.journal import (
 )
 from dagflow.run.layout import RunLayout
 from dagflow.run.lock import is_locked
+from dagflow.run.step_table import StepRow, step_rows
 from dagflow.run.usage import NodeUsage, latest_by_node, read_usage, usage_dict
 
 # Run states: running (a runner holds the lock), succeeded | failed | interrupted (the last runner
@@ -52,6 +53,7 @@ STDERR_TAIL_NODES = 20  # failed nodes whose stderr tail status reads (each is a
 # States a run's text view does not list one row each (unless asked, or the run is small).
 QUIET_STATES = frozenset({SUCCEEDED, CACHED, PENDING})
 PLAN_INDEX_FILE = "plan-index.json"  # the plan's index (plan/index.py), keyed by plan.json's stamp
+SMALL_RUN = 50  # runs with at most this many nodes list every node by default, and no table of steps
 ROW_LIMIT = 20  # the most nodes a bigger run's text view lists one row each, unless --all
 # The states whose nodes a big run's view lists first, when it cannot list them all.
 ROW_PRIORITY = (FAILED, HELD, RETRYING, INTERRUPTED, RUNNING, CHECKPOINTED, QUEUED, UPSTREAM_FAILED)
@@ -74,13 +76,15 @@ class NodesTextCache(Protocol):
 class StatusSummary:
     """What the text view of a run shows of its nodes, computed in one pass (an engine may cache it):
     counts per state, progress per matrix axis, and the nodes not in QUIET_STATES, in plan order, with
-    their state and record; `usage`: the latest usage (None: none) of the nodes the view lists, where known."""
+    their state and record; `usage`: the latest usage (None: none) of the nodes the view lists, where known;
+    `steps`: the table per step."""
 
     total: int
     counts: dict[str, int]
     progress: dict[str, dict[str, dict[str, int]]]
     listed: dict[str, tuple[str, NodeRecord]]
     usage: dict[str, NodeUsage | None] = field(default_factory=dict)
+    steps: list[StepRow] | None = None  # the table per step (run/step_table.py); None: not known
 
     def shown(self) -> list[str]:
         """The nodes the text view lists one row each."""
@@ -146,6 +150,13 @@ class RecordColumns(Mapping[str, NodeRecord]):
         restarts = [0] * len(columns[0])  # condor has no checkpoint restarts
         found = dict(zip(columns[0], zip(*columns[1:], restarts, strict=True), strict=True))
         found.update((name, _record_row(record)) for name, record in self._built.items() if name in found)
+        return found
+
+    def times(self) -> dict[str, tuple[float | None, float | None]]:
+        """Each record's (started, ended), without building the records."""
+        columns = self._loaded()
+        found = dict(zip(columns[0], zip(columns[5], columns[6], strict=True), strict=True))
+        found.update((name, (record.started, record.ended)) for name, record in self._built.items() if name in found)
         return found
 
     def states(self) -> dict[str, str]:
@@ -304,6 +315,23 @@ class RunStatus:
                     tally["failed"] += 1
         return axes
 
+    def steps(self, states: dict[str, str] | None = None) -> list[StepRow]:
+        """Per step: its nodes' counts by state, its wall time and its slowest node (run/step_table.py); the
+        summary's, when no states are given and the summary has it."""
+        if states is None and self.summary is not None and self.summary.steps is not None:
+            return self.summary.steps
+        states = states or self.node_states()
+        planned = self._planned()
+        steps = (node.step for node in planned.nodes.values()) if isinstance(planned, Plan) else planned.node_steps()
+        records = self.journal.nodes
+        if isinstance(records, RecordColumns):
+            known = records.times()
+        else:
+            known = {name: (record.started, record.ended) for name, record in records.items()}
+        unknown = (None, None)
+        times = [known.get(name, unknown) for name in states]
+        return step_rows(list(states), steps, list(states.values()), times, STATE_ORDER)
+
     def stderr_tail(self, node: str, lines: int = STDERR_TAIL_LINES) -> list[str]:
         """The last lines a node wrote to stderr (its latest attempt's, where the engine keeps one file)."""
         path: Path = self.layout.stderr_path(node)
@@ -326,6 +354,7 @@ class RunStatus:
             states = self.node_states()
             listed = {name: (state, self.record(name)) for name, state in states.items() if state not in QUIET_STATES}
             self.summary = StatusSummary(len(states), self.counts(states), self.progress(states), listed)
+            self.summary.steps = self.steps(states)
         return self.summary
 
     def to_dict(self) -> dict[str, Any]:
@@ -411,6 +440,7 @@ class RunStatus:
             "overrides": self.overrides,
             "progress": progress,
             "failed_stderr": self.failed_stderr(states or None),
+            "steps": [row.to_json() for row in self.steps(states or None)],
         }
         return summary, states
 

@@ -13,7 +13,17 @@ from rich.table import Table
 from rich.text import Text
 
 from dagflow.console import FittedTable, stdout_console
-from dagflow.run.status import ROW_LIMIT, ROW_PRIORITY, RUN_RUNNING, RUN_STOPPED, RunStatus, rows_to_show
+from dagflow.run.status import (
+    QUIET_STATES,
+    ROW_LIMIT,
+    ROW_PRIORITY,
+    RUN_RUNNING,
+    RUN_STOPPED,
+    SMALL_RUN,
+    RunStatus,
+    rows_to_show,
+)
+from dagflow.run.step_table import StepRow, rows_to_list
 from dagflow.run.usage import NodeUsage
 from dagflow.text import inert, plural
 
@@ -29,7 +39,6 @@ _STYLES = {
     "queued": "blue",
     "held": "bold magenta",
 }
-SMALL_RUN = 50  # runs with at most this many nodes list every node by default
 PROGRESS_VALUES = 24  # axes with more values than this get one summary line, not one entry per value
 STDERR_SHOWN = 3  # failed nodes whose stderr tail the view prints
 
@@ -68,6 +77,8 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
     for note in status.notes:
         console.print(Text(inert(note), style="dim"))
     _print_progress(progress, console)
+    if total > SMALL_RUN:
+        _print_steps(status.steps(states), console)
 
     hidden = total - len(listed)
     more = Counter(listed[name][0] for name in set(listed).difference(shown)) if len(shown) < len(listed) else {}
@@ -86,7 +97,7 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
             Text(state.replace("_", "-"), style=_STYLES.get(state, "")),
             str(record.attempts or "") + (f" ({record.restarts} restarts)" if record.restarts else ""),
             "" if record.rc is None else str(record.rc),
-            "" if duration is None else f"{duration:.1f}s",
+            _seconds(duration),
             *used,
             inert(record.why or ""),
         )
@@ -107,6 +118,38 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
     if status.state == RUN_STOPPED or (status.state not in (RUN_RUNNING, "succeeded") and status.journal.runners):
         hint = status.resume_hint or f"dagflow run --resume {status.run_id}"
         console.print(f"resume with: {hint}{runs_dir_hint}")
+
+
+def _print_steps(rows: list[StepRow], console: Console) -> None:
+    """One row per step (at most step_table.STEP_ROW_LIMIT, those with nodes not done first): its nodes by
+    state, its wall time (first start to last end) and its slowest node."""
+    shown = rows_to_list(rows, QUIET_STATES)
+    states = list(dict.fromkeys(state for row in rows for state in row.counts))
+    table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False)
+    headers = ("step", "nodes", *(state.replace("_", "-") for state in states), "wall", "slowest node", "took")
+    for header in headers:
+        table.add_column(header, justify="left" if header in ("step", "slowest node") else "right")
+    for row in shown:
+        counts = [Text(str(row.counts.get(state) or ""), style=_STYLES.get(state, "")) for state in states]
+        table.add_row(
+            inert(row.step),
+            str(row.nodes),
+            *counts,
+            _seconds(row.wall_s),
+            inert(row.slowest or ""),
+            _seconds(row.slowest_s),
+        )
+    console.print(FittedTable(table, keep=("step",), fold=("slowest node",)))
+    if len(shown) < len(rows):
+        listed = {row.step for row in shown}
+        more = [row for row in rows if row.step not in listed]
+        line = f"... and {plural(len(more), 'more step')} ({plural(sum(row.nodes for row in more), 'node')}) " \
+            "not listed; status --json has every step"
+        console.print(Text(line, style="dim"))
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}s"
 
 
 def _in_state_order(counts: dict[str, int]) -> list[tuple[str, int]]:

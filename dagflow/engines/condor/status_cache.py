@@ -35,9 +35,10 @@ from typing import Any, BinaryIO
 
 from dagflow.run.journal import NodeRecord
 from dagflow.run.status import StatusSummary, write_replacing
+from dagflow.run.step_table import StepRow
 from dagflow.run.usage import decode_usage, usage_dict
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: the summary's table per step
 SUMMARY_FILE = "dagflow-status.json"
 RECORDS_FILE = "dagflow-status-records.json"
 NODES_FILE = "dagflow-status-nodes.json"
@@ -131,6 +132,7 @@ def write_status(
         "progress": summary.progress,
         "listed": listed,
         "usage": usage,
+        "steps": None if summary.steps is None else [row.to_json() for row in summary.steps],
     }
     _write(directory / SUMMARY_FILE, {"key": key, "facts": facts, "summary": summary_data})
 
@@ -144,7 +146,8 @@ def read_status(directory: Path, key: dict[str, Any]) -> tuple[dict[str, Any], S
         raw = data["summary"]
         listed = {str(name): (str(state), _node_record(record)) for name, state, record in raw["listed"]}
         usage = {str(name): None if used is None else decode_usage(used) for name, used in raw["usage"].items()}
-        summary = StatusSummary(int(raw["total"]), dict(raw["counts"]), dict(raw["progress"]), listed, usage)
+        steps = None if raw.get("steps") is None else [StepRow.from_json(row) for row in raw["steps"]]
+        summary = StatusSummary(int(raw["total"]), dict(raw["counts"]), dict(raw["progress"]), listed, usage, steps)
         facts = dict(data["facts"])
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
