@@ -5,11 +5,10 @@ node must be right for the mosaic to come out as a local run's."""
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 from condor_pool import Pool
+from test_condor_transfer_pool import run_here_and_in_transfer_mode
 from test_example_montage import BANDS, EXAMPLE, check_mosaic
 
 pytestmark = pytest.mark.condor_pool
@@ -17,24 +16,8 @@ pytestmark = pytest.mark.condor_pool
 RUN_TIMEOUT = 3600  # 115 jobs on a loaded 2-core pool: only stops a hang
 
 
-def _copy_example(pool: Pool, name: str) -> Path:
-    work = pool.workdir(name)
-    target = work / "montage"
-    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("work", "mosaic.*", ".dagflow"))
-    pool.give(work)
-    return target
-
-
 def test_the_montage_example_runs_on_the_pool_with_the_mosaic_of_a_local_run(condor_pool: Pool) -> None:
-    pool = condor_pool
-    local = _copy_example(pool, "montage-local")
-    pooled = _copy_example(pool, "montage-transfer")
-
-    pool.dagflow(["run", "pipeline.yaml", "--jobs", "2"], cwd=local, timeout=RUN_TIMEOUT)
-    done = pool.dagflow(["run", "pipeline.yaml", "--engine", "condor", "--data-mode", "transfer"], cwd=pooled,
-                        check=False, timeout=RUN_TIMEOUT)
-    assert done.returncode == 0, done.stdout + done.stderr
-
+    local, pooled = run_here_and_in_transfer_mode(condor_pool, EXAMPLE, "work", "mosaic.*", timeout=RUN_TIMEOUT)
     check_mosaic(pooled)
     for band in BANDS:
         for name in ("corrections.json", "mosaic.json"):
