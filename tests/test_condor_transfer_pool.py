@@ -71,12 +71,22 @@ def test_a_transfer_job_runs_in_its_scratch_directory_and_sees_only_what_was_sen
     assert not (work / "written.txt").exists()
 
 
-def _copy_example(pool: Pool, name: str) -> Path:
-    work = pool.workdir(name)
-    target = work / "region-retrain"
-    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("data", "models", "reports", ".dagflow"))
-    pool.give(work)
-    return target
+def run_here_and_in_transfer_mode(
+    pool: Pool, example: Path, *made: str, timeout: float = RUN_TIMEOUT
+) -> tuple[Path, Path]:
+    """Two copies of an example (without what it `made`): one run locally, one on the pool in transfer mode."""
+    copies = []
+    for name in ("local", "transfer"):
+        work = pool.workdir(f"{example.name}-{name}")
+        shutil.copytree(example, work / example.name, ignore=shutil.ignore_patterns(*made, ".dagflow"))
+        pool.give(work)
+        copies.append(work / example.name)
+    local, pooled = copies
+    pool.dagflow(["run", "pipeline.yaml", "--jobs", "2"], cwd=local, timeout=timeout)
+    done = pool.dagflow(["run", "pipeline.yaml", "--engine", "condor", "--data-mode", "transfer"], cwd=pooled,
+                        check=False, timeout=timeout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return local, pooled
 
 
 def _metrics(directory: Path) -> dict[str, dict[str, float]]:
@@ -86,15 +96,7 @@ def _metrics(directory: Path) -> dict[str, dict[str, float]]:
 
 
 def test_the_example_pipeline_runs_in_transfer_mode_with_the_metrics_of_a_local_run(condor_pool: Pool) -> None:
-    pool = condor_pool
-    local = _copy_example(pool, "example-local")
-    pooled = _copy_example(pool, "example-transfer")
-
-    pool.dagflow(["run", "pipeline.yaml", "--jobs", "2"], cwd=local, timeout=RUN_TIMEOUT)
-    done = pool.dagflow(["run", "pipeline.yaml", "--engine", "condor", "--data-mode", "transfer"], cwd=pooled,
-                        check=False, timeout=RUN_TIMEOUT)
-    assert done.returncode == 0, done.stdout + done.stderr
-
+    local, pooled = run_here_and_in_transfer_mode(condor_pool, EXAMPLE, "data", "models", "reports")
     assert _metrics(pooled) == _metrics(local)
     report_local = json.loads((local / "reports" / "report.json").read_text())
     report_pooled = json.loads((pooled / "reports" / "report.json").read_text())

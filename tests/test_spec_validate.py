@@ -66,7 +66,7 @@ def test_unknown_key_reports_position_allowed_and_hint() -> None:
             neds: [b]
         """)
     assert rendered == [
-        "p.yaml:5:5: steps.a.neds: unknown key 'neds' (allowed: kind, description, needs, over, command, "
+        "p.yaml:5:5: steps.a.neds: unknown key 'neds' (allowed: kind, description, needs, matrix, over, command, "
         "from, to, resources, requirements, classads, env, retries, timeout, priority, inputs, outputs, "
         "metrics, publish, promote_if, runtime, checkpoint); did you mean 'needs'?"
     ]
@@ -275,9 +275,11 @@ def test_unicode_line_separator_is_refused_like_a_newline() -> None:
     assert "params.note: control characters" in message
 
 
-def test_a_mapping_in_needs_is_a_located_error() -> None:
-    message = one_error("name: x\nsteps:\n  a: {command: echo, needs: [{b: 1}]}\n")
-    assert message.startswith("p.yaml:3:30: steps.a.needs[0]: ")
+def test_a_mapping_in_needs_that_is_not_a_need_is_a_located_error() -> None:
+    assert errors_of("name: x\nsteps:\n  a: {command: echo, needs: [{b: 1}]}\n") == [
+        "p.yaml:3:30: steps.a.needs[0]: missing required key 'step' (or text)",
+        "p.yaml:3:31: steps.a.needs[0].b: unknown key 'b' (allowed: step, match)",
+    ]
 
 
 SEARCH = """\

@@ -20,6 +20,7 @@ from dagflow.errors import Diagnostic, SpecError
 from dagflow.gc_pause import gc_paused
 from dagflow.gpu_memory import GPU_MEMORY, GPU_MEMORY_MARK
 from dagflow.plan.file_edges import undeclared_dependencies
+from dagflow.plan.file_words import file_words, uses_files
 from dagflow.plan.model import (
     DAGFLOW_LAUNCHER,
     PROMOTE_SUFFIX,
@@ -32,7 +33,7 @@ from dagflow.plan.model import (
 )
 from dagflow.policies import GpuClass, gpu_classes
 from dagflow.spec.load import Spec
-from dagflow.spec.model import AUTO, PipelineSpec, StepSpec
+from dagflow.spec.model import AUTO, NeedSpec, PipelineSpec, StepSpec
 from dagflow.spec.sections import NO_ENGINES, EngineSections
 from dagflow.spec.sharing import shared_outputs
 from dagflow.spec.templates import Template, parse_template
@@ -60,7 +61,7 @@ def param_text(value: object) -> str:
 def step_order(model: PipelineSpec) -> list[str]:
     """Steps in a topological order, ties broken by declaration order (validation refused cycles)."""
     declared = {name: index for index, name in enumerate(model.steps)}
-    sorter = TopologicalSorter({name: step.needs for name, step in model.steps.items()})
+    sorter = TopologicalSorter({name: step.needed_steps for name, step in model.steps.items()})
     sorter.prepare()
     order: list[str] = []
     while sorter.is_active():
@@ -154,15 +155,19 @@ class _Expander:
         produced: list[Node] = []
         parent_index = [
             _names_index(self.by_step[need], [a for a in self.steps[need].axes if a in info.axes])
-            for need in step.needs
+            for need in step.needs if isinstance(need, str) or not need.match
+        ]
+        step_wide = {name: value for name, value in context.items() if name not in info.axes}
+        matchers = [
+            _Matcher(need, self.by_step[need.step], self.steps[need.step].axes, info.axes, step_wide)
+            for need in step.needs if not isinstance(need, str) and need.match
         ]
         nodes = self.nodes
         node_fields = templates.node_fields
         axes = info.axes
         trial_of = _trial_numbers(self.trial_number, model.matrix.get("trial") if "trial" in axes else None)
         fixed_trial = _trial_int(str(self.trial_number)) if self.trial_number is not None else None
-        # (axis, value) pairs: dict() of a node's pairs is twice as fast as dict(zip(axes, values))
-        for pairs in itertools.product(*([(axis, value) for value in model.matrix[axis]] for axis in axes)):
+        for pairs in _coordinates(model, step, axes):
             coords = dict(pairs)
             name = ".".join((step_name, *coords.values()))
             if name in nodes:
@@ -170,10 +175,17 @@ class _Expander:
             if len(parent_index) == 1:
                 key_of, index = parent_index[0]
                 parents = list(index.get(key_of(coords), ()))
+                if not parents:
+                    raise self._unmatched(step_name, step, name, coords)
             else:
                 parents = []
                 for key_of, index in parent_index:
-                    parents.extend(index.get(key_of(coords), ()))
+                    found = index.get(key_of(coords))
+                    if found is None:
+                        raise self._unmatched(step_name, step, name, coords)
+                    parents.extend(found)
+                for matcher in matchers:
+                    parents.extend(matcher.parents(coords, self.spec, step_name, name))
             argv, env, inputs, outputs, metrics, checkpoint_files = node_fields(coords)
             trial = fixed_trial if trial_of is None else trial_of[coords["trial"]]
             # positional: Node's field order (plan/model.py); keywords cost more than the rest of the loop
@@ -188,6 +200,16 @@ class _Expander:
             self._add_publish(step_name, step.publish, info, produced, context)
         if step.promote_if:
             self._add_promote(step_name, step, info, produced, context)
+
+    def _unmatched(self, step_name: str, step: StepSpec, name: str, coords: Mapping[str, str]) -> SpecError:
+        """The error of a node none of whose candidate parents in a plainly needed step exists."""
+        for index, need in enumerate(step.needs):
+            needed = need if isinstance(need, str) else need.step
+            if isinstance(need, str) or not need.match:
+                shared = {axis: coords[axis] for axis in self.steps[needed].axes if axis in coords}
+                if not any(all(node.coords.get(a) == v for a, v in shared.items()) for node in self.by_step[needed]):
+                    return _no_parent(self.spec, (step_name, index), name, needed, shared)
+        raise AssertionError(f"{name}: a parent is missing, but every plain need has one")
 
     def _add_publish(
         self, step_name: str, publish: str, info: StepInfo, produced: list[Node], context: dict[str, str]
@@ -211,7 +233,7 @@ class _Expander:
         move the `than` pointer to that model if its metric is better."""
         promote = step.promote_if
         assert promote is not None
-        model = promote.model or next(need for need in step.needs if self.spec.model.steps[need].publish)
+        model = promote.model or next(need for need in step.needed_steps if self.spec.model.steps[need].publish)
         model_axes = [axis for axis in self.steps[model].axes if axis in info.axes]
         key_of, index = _names_index(self.by_step[model + PUBLISH_SUFFIX], model_axes)
         self.steps[step_name + PROMOTE_SUFFIX] = _helper_step(info, PROMOTE_SUFFIX)
@@ -271,6 +293,58 @@ def _helper_step(info: StepInfo, suffix: str) -> StepInfo:
     )
 
 
+class _Matcher:
+    """The parents one `{step, match}` need gives a node: the needed step's nodes whose coordinates on the
+    matched axes are the rendered values (each value of a list), and agree on the axes both steps share."""
+
+    def __init__(self, need: NeedSpec, nodes: list[Node], their_axes: tuple[str, ...], axes: tuple[str, ...],
+                 step_wide: Mapping[str, str]) -> None:
+        self.need = need
+        self.shared = [axis for axis in their_axes if axis in axes and axis not in need.match]
+        self.templates = [
+            [_fill(parse_template(value), step_wide) for value in (values if isinstance(values, list) else [values])]
+            for values in need.match.values()
+        ]
+        keys = [*self.shared, *need.match]
+        self.index: dict[tuple[str, ...], list[str]] = {}
+        for node in nodes:
+            self.index.setdefault(tuple(node.coords[axis] for axis in keys), []).append(node.name)
+
+    def parents(self, coords: dict[str, str], spec: Spec, step: str, name: str) -> list[str]:
+        shared = tuple(coords[axis] for axis in self.shared)
+        found: list[str] = []
+        for values in itertools.product(*([template.render(coords) for template in each] for each in self.templates)):
+            names = self.index.get(shared + values)
+            if names is None:
+                wanted = dict(zip([*self.shared, *self.need.match], shared + values, strict=True))
+                index = spec.model.steps[step].needs.index(self.need)
+                raise _no_parent(spec, (step, index), name, self.need.step, wanted)
+            found.extend(names)
+        return list(dict.fromkeys(found))
+
+
+def _no_parent(spec: Spec, need: tuple[str, int], name: str, needed: str, wanted: Mapping[str, str]) -> SpecError:
+    path = ("steps", need[0], "needs", need[1])
+    line, column = spec.positions.of(path)
+    coordinates = " ".join(f"{axis}={value}" for axis, value in wanted.items())
+    return SpecError([Diagnostic(
+        spec.filename or str(spec.file), line, column, dotted(path),
+        f"node {name} needs the node of step {needed!r} with {coordinates}, but that step has no such node",
+        hint=f"check the values of step {needed!r} and of this step's matrix",
+    )])
+
+
+def _coordinates(model: PipelineSpec, step: StepSpec, axes: tuple[str, ...]) -> Iterable[tuple[tuple[str, str], ...]]:
+    """Each node's (axis, value) pairs in axes order: the product of the pipeline's axes the step fans out over,
+    crossed with the step's own combinations. (dict() of pairs is twice as fast as dict(zip(axes, values)).)"""
+    own = step.matrix.names if step.matrix is not None else ()
+    outer = itertools.product(*([(axis, value) for value in model.matrix[axis]] for axis in axes if axis not in own))
+    if step.matrix is None:
+        return outer
+    rows = [tuple(zip(own, combination, strict=True)) for combination in step.matrix.combinations()]
+    return (pairs + row for pairs in outer for row in rows)
+
+
 def _names_index(nodes: Iterable[Node], axes: list[str]) -> tuple[Callable[[dict[str, str]], Hashable], dict]:
     """Node names grouped by their values on axes, and the function that gives coords' group key
     (a value for one axis, a tuple for several, () for none)."""
@@ -305,7 +379,7 @@ def _step_info(name: str, step: StepSpec, model: PipelineSpec, engines: EngineSe
     return StepInfo(
         name=name,
         kind=step.kind,
-        axes=tuple(axis for axis in model.matrix if axis not in step.over),
+        axes=_axes(step, model),
         resources=_resources(step),
         retries=step.retries.count,
         retry_unless_exit=tuple(step.retries.unless_exit),
@@ -318,6 +392,12 @@ def _step_info(name: str, step: StepSpec, model: PipelineSpec, engines: EngineSe
         runtime=_runtime(step, model),
         engine_fields={engine: fields for engine, section in engines.sections if (fields := section.fields_of(step))},
     )
+
+
+def _axes(step: StepSpec, model: PipelineSpec) -> tuple[str, ...]:
+    """The pipeline's axes the step neither gathers over nor names in its own matrix, then its own."""
+    own = step.matrix.names if step.matrix is not None else ()
+    return (*(axis for axis in model.matrix if axis not in step.over and axis not in own), *own)
 
 
 def _runtime(step: StepSpec, model: PipelineSpec) -> Runtime:
@@ -397,7 +477,10 @@ class _StepTemplates:
         argv = [_fill(template, step_wide) for template in argv]
         # argv is built from a copy of its constant words, rendering only the words that vary
         self._argv_words = [template.parts[0] if template.is_constant else "" for template in argv]
-        self._argv_varying = [(i, template) for i, template in enumerate(argv) if not template.is_constant]
+        self._argv_varying = [
+            (i, template) for i, template in enumerate(argv) if not template.is_constant and not uses_files(template)
+        ]
+        self._argv_files = [(i, template) for i, template in enumerate(argv) if uses_files(template)]
         self._env = {key: _fill(template, step_wide) for key, template in env.items()}
         self._inputs = [_fill(template, step_wide) for template in inputs]
         self._outputs = [_fill(template, step_wide) for template in outputs]
@@ -423,6 +506,10 @@ class _StepTemplates:
         argv = self._argv_words.copy()
         for index, template in self._argv_varying:
             argv[index] = template.render(coords)
+        if self._argv_files:
+            inputs, outputs = self.inputs(coords), self.outputs(coords)
+            for index, template in reversed(self._argv_files):
+                argv[index : index + 1] = file_words(template, coords, inputs, outputs)
         if self._shared is not None:
             return (argv, *self._shared)
         return (

@@ -85,7 +85,7 @@ def _transitive_needs(model: PipelineSpec) -> dict[str, set[str]]:
         if name not in closure:
             closure[name] = set()  # a cycle is refused elsewhere; this only stops the walk
             found: set[str] = set()
-            for need in model.steps[name].needs:
+            for need in model.steps[name].needed_steps:
                 if need in model.steps:
                     found |= {need, *needs_of(need)}
             closure[name] = found

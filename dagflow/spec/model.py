@@ -6,6 +6,7 @@ Field names follow the design card's YAML sketch exactly. Sizes and durations ar
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -27,6 +28,8 @@ IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 STEP_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 # Matrix values become parts of node names, file names and DAGMan lines, so they stay plain.
 MATRIX_VALUE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+MATRIX_VALUE_HELP = ("letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64 characters "
+                     "(matrix values become node names and file names)")
 STEP_KINDS = ("transfer", "train", "evaluate", "command")
 OLD_OPTIMIZER_KEY = "engine"  # search.optimizer's deprecated name: it said nothing about where nodes run
 
@@ -154,6 +157,86 @@ class RuntimeSpec(Strict):
     )
 
 
+Row = dict[Identifier, MatrixValue]
+_ROW_SCHEMA = {"type": "object", "additionalProperties": {"type": "string", "pattern": MATRIX_VALUE}}
+# A step's `matrix:` as written: axes with their values, and `include:` rows or a values file (spec/value_files.py
+# reads the file into rows before the schema sees it).
+_STEP_MATRIX_SCHEMA = {
+    "type": "object",
+    "description": "the step's own fan-out, added to the pipeline's axes: AXIS: [values] (crossed), and "
+    "include: explicit coordinate combinations, a list such as [{a: m1, b: m2}] or a CSV/JSON/YAML file "
+    "beside the pipeline (one combination per row, its keys or header the axes)",
+    "properties": {
+        "include": {"anyOf": [{"type": "array", "items": _ROW_SCHEMA}, {"type": "string"}]},
+    },
+    "additionalProperties": {"type": "array", "items": {"type": "string", "pattern": MATRIX_VALUE}},
+}
+INCLUDE = "include"
+
+
+class StepMatrixSpec(Strict):
+    """A step's own coordinates: the product of `axes`, then the `include` rows (written as one mapping,
+    `{AXIS: [values], include: [...]}`, which the validator below splits)."""
+
+    axes: dict[Identifier, list[MatrixValue]] = Field(default_factory=dict)
+    include: list[Row] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        return {"axes": {k: v for k, v in data.items() if k != INCLUDE}, INCLUDE: data.get(INCLUDE, [])}
+
+    @model_validator(mode="after")
+    def _combinations(self) -> StepMatrixSpec:
+        if not self.axes and not self.include:
+            raise ValueError("a step's matrix needs an axis (AXIS: [values]) or include rows")
+        for axis, values in self.axes.items():
+            if not values:
+                raise ValueError(f"axis {axis!r} has no values")
+            if len(set(values)) != len(values):
+                raise ValueError(f"axis {axis!r} lists a value twice")
+        names = list(self.axes) or list(self.include[0])
+        seen: set[tuple[str, ...]] = set()
+        for number, row in enumerate(self.include, 1):
+            if not row:
+                raise ValueError(f"include row {number} is empty")
+            if set(row) != set(names):
+                raise ValueError(f"include row {number} names {', '.join(row)}, but "
+                                 f"{'the axes are' if self.axes else 'row 1 names'} {', '.join(names)}")
+            key = tuple(row[name] for name in names)
+            if key in seen:
+                raise ValueError(f"include row {number} repeats an earlier combination: {_pairs(row)}")
+            seen.add(key)
+        return self
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The step's own axes, in order."""
+        return tuple(self.axes) or tuple(self.include[0])
+
+    def combinations(self) -> list[tuple[str, ...]]:
+        """Each of the step's own coordinate combinations, as values in `names` order."""
+        names = self.names
+        crossed = list(itertools.product(*self.axes.values())) if self.axes else []
+        return crossed + [tuple(row[name] for name in names) for row in self.include]
+
+
+def _pairs(row: Mapping[str, str]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in row.items())
+
+
+class NeedSpec(Strict):
+    step: str = Field(description="the step needed")
+    match: dict[Identifier, str | list[str]] = Field(
+        default_factory=dict,
+        description="which of its nodes: AXIS of the needed step -> a value, or a list of values, written with "
+        "this step's coordinates, e.g. {image: ['{a}', '{b}']}; the axes both steps share and match leaves out "
+        "must agree as with a plain need",
+    )
+
+
 def _retry_from_int(value: Any) -> Any:
     return {"count": value} if isinstance(value, int) and not isinstance(value, bool) else value
 
@@ -178,6 +261,12 @@ class StepRules(Strict):
                 raise ValueError("from/to belong to transfer steps (kind: transfer)")
         return self
 
+    @property
+    def needed_steps(self) -> list[str]:
+        """The steps this step needs, each once, in the order first named."""
+        needs: list[Any] = self.needs  # type: ignore[attr-defined]  # StepSpec's field
+        return list(dict.fromkeys(need if isinstance(need, str) else need.step for need in needs))
+
 
 # A step's neutral fields; the engines' own step fields are added to them (spec/sections.py).
 class StepSpec(StepRules):
@@ -185,7 +274,15 @@ class StepSpec(StepRules):
         "command", description="what the step does; transfer steps move data with from/to"
     )
     description: str | None = None
-    needs: list[str] = Field(default_factory=list, description="steps that must finish first")
+    needs: list[str | NeedSpec] = Field(
+        default_factory=list,
+        description="steps that must finish first: a step name (its nodes with the same coordinates on the "
+        "axes both share), or {step: NAME, match: {AXIS: '{coordinate}'}} for the nodes whose coordinates "
+        "this node names",
+    )
+    matrix: Annotated[StepMatrixSpec | None, WithJsonSchema(_STEP_MATRIX_SCHEMA)] = Field(
+        None, description=_STEP_MATRIX_SCHEMA["description"]
+    )
     over: list[str] = Field(
         default_factory=list,
         description="matrix axes this step gathers across: one node for all their values",
@@ -193,7 +290,9 @@ class StepSpec(StepRules):
     command: str | list[str] | None = Field(
         None,
         description="program and arguments (split like a shell would, but no shell operators; "
-        "use [sh, -c, '...'] for a shell)",
+        "use [sh, -c, '...'] for a shell). {inputs} and {outputs} as a whole word are one word per path; "
+        "{inputs[0]}, {outputs[1]} one path; inside a longer word (sh -c '...') paths are shell-quoted and "
+        "a list joined by spaces",
     )
     from_: str | None = Field(None, alias="from", description="transfer source: a path or s3://bucket/prefix")
     to: str | None = Field(None, description="transfer destination: a path or s3://bucket/prefix")

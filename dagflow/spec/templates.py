@@ -1,4 +1,5 @@
-"""Template fields: "{region}", "{params.lr}", "{run.id}", "{step}"; "{{" and "}}" are literal braces.
+"""Template fields: "{region}", "{params.lr}", "{run.id}", "{step}", "{inputs[0]}"; "{{" and "}}" are literal
+braces.
 
 A template is parsed once per step into literal and variable parts, then rendered per node by a join,
 which keeps expansion of 100k+ nodes cheap.
@@ -12,7 +13,10 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
-VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])?$")
+# {inputs} and {outputs}: a step's own paths in its command; {inputs[0]} one of them (plan/file_words.py)
+FILE_FIELDS = ("inputs", "outputs")
+FILE_VARIABLE = re.compile(r"^(inputs|outputs)(?:\[([0-9]+)\])?$")
 
 
 # {gpu.memory_mb}: the memory of the GPU a node actually got, known only once it is placed; a plan holds

@@ -29,8 +29,11 @@ from dagflow.spec.cron import CronError
 from dagflow.spec.cron import normalize as normalize_cron
 from dagflow.spec.model import (
     CHECKPOINT_EXIT_CODE,
+    INCLUDE,
+    MATRIX_VALUE_HELP,
     OLD_OPTIMIZER_KEY,
     CheckpointSpec,
+    NeedSpec,
     PipelineSpec,
     PromoteSpec,
     ResourcesSpec,
@@ -45,8 +48,9 @@ from dagflow.spec.schema_messages import schema_message
 from dagflow.spec.sections import NO_ENGINES, EngineSections
 from dagflow.spec.sharing import undeclared_sharing
 from dagflow.spec.suggest import closest
-from dagflow.spec.templates import TemplateError, parse_template
+from dagflow.spec.templates import FILE_FIELDS, FILE_VARIABLE, TemplateError, parse_template
 from dagflow.spec.units import DURATION_HELP, SIZE_HELP
+from dagflow.spec.value_files import ValueFileError, read_rows
 from dagflow.spec.yamlpos import Path_, Positions, dotted
 from dagflow.text import CONTROL_CHARACTERS
 from dagflow.transfer.s3url import S3LocationError, parse_s3_url
@@ -67,14 +71,14 @@ _MODELS_BY_PATTERN: dict[tuple[str, ...], type] = {
     ("steps", "*", "retries"): RetrySpec,
     ("steps", "*", "promote_if"): PromoteSpec,
     ("steps", "*", "checkpoint"): CheckpointSpec,
+    ("steps", "*", "needs", "*"): NeedSpec,
     ("search",): SearchSpec,
     ("search", "variables", "*"): VariableSpec,
     ("schedule",): ScheduleSpec,
 }
 _UNIT_FIELDS = {"memory": SIZE_HELP, "disk": SIZE_HELP, "gpu_memory": SIZE_HELP, "timeout": DURATION_HELP}
 _PATTERN_HELP = {
-    "matrix": "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64 characters "
-    "(matrix values become node names and file names)",
+    "matrix": MATRIX_VALUE_HELP,
     "steps": "a letter, then letters, digits, '_' or '-', at most 64 characters",
     "name": "a letter, then letters, digits, '_' or '-', at most 64 characters",
 }
@@ -99,6 +103,7 @@ def check_document(
         return Checked(None, [problem], [])
     checker = _Checker(filename, positions, engines)
     checker.base = base
+    data = checker.value_files(data)
     model = checker.schema(data)
     checker.semantics(data)
     if model is not None:
@@ -142,6 +147,29 @@ class _Checker:
         self.diagnostics: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
         self.base: Path | None = None  # the pipeline's directory, where checkpoint paths must stay
+        self.unread: set[str] = set()  # steps whose values file could not be read: their axes are unknown
+
+    def value_files(self, data: dict[str, Any]) -> dict[str, Any]:
+        """data with each step's `matrix: {include: FILE}` replaced by the file's rows (a step whose file
+        cannot be read loses its matrix, and the problem is reported at the file's name)."""
+        steps = data.get("steps")
+        if not isinstance(steps, dict):
+            return data
+        replaced = dict(steps)
+        for name, step in steps.items():
+            step_matrix = step.get("matrix") if isinstance(step, dict) else None
+            if not isinstance(step_matrix, dict) or not isinstance(step_matrix.get(INCLUDE), str):
+                continue
+            shown = step_matrix[INCLUDE]
+            try:
+                rows = read_rows((self.base or Path.cwd()) / shown, shown)
+            except ValueFileError as exc:
+                self.add(("steps", name, "matrix", INCLUDE), str(exc))
+                self.unread.add(str(name))
+                replaced[name] = {key: value for key, value in step.items() if key != "matrix"}
+                continue
+            replaced[name] = {**step, "matrix": {**step_matrix, INCLUDE: rows}}
+        return {**data, "steps": replaced}
 
     def add(self, path: Path_, message: str, *, allowed: str | None = None, hint: str | None = None,
             key: bool = False) -> None:
@@ -266,7 +294,7 @@ class _Checker:
             if "run.id" in _variables(than):
                 self.add((*base, "than"), "the pointer must be the same for every run, but it uses {run.id}",
                          hint="e.g. s3://bucket/models/{region}/latest")
-        needs = [need for need in _as_list(step.get("needs")) if isinstance(need, str) and need in steps]
+        needs = [need for need in _need_names(step) if need in steps]
         publishers = [need for need in needs if isinstance(steps[need], dict) and steps[need].get("publish")]
         model = promote.get("model")
         if isinstance(model, str):
@@ -373,28 +401,61 @@ class _Checker:
     def _step(self, name: str, step: dict[str, Any], steps: dict[str, Any], matrix: dict[str, Any],
               param_names: set[str]) -> None:
         base: Path_ = ("steps", name)
-        for index, need in enumerate(_as_list(step.get("needs"))):
-            if isinstance(need, str) and need not in steps:
-                self.add((*base, "needs", index), f"needs {need!r}, but there is no step of that name",
-                         allowed=", ".join(s for s in steps if s != name), hint=closest(need, steps))
-            elif need == name:
-                self.add((*base, "needs", index), "a step cannot need itself")
         over = [axis for axis in _as_list(step.get("over")) if isinstance(axis, str)]
         for index, axis in enumerate(_as_list(step.get("over"))):
             if isinstance(axis, str) and axis not in matrix:
                 self.add((*base, "over", index), f"over names {axis!r}, which is not a matrix axis",
                          allowed=", ".join(matrix) or "no matrix axes are defined", hint=closest(axis, matrix))
-        axes = [axis for axis in matrix if axis not in over]
+            elif isinstance(axis, str) and axis in _own_axes(step):
+                self.add((*base, "over", index), f"the step's own matrix fans out over {axis!r}: it cannot also "
+                         "gather over it")
+        axes = step_axes(step, matrix)
         variables = {*axes, *BUILTIN_VARIABLES, *(f"params.{p}" for p in param_names)}
+        self._needs(name, step, steps, matrix, variables)
+        if name in self.unread:
+            return  # its axes are unknown: its templates would only repeat that its values file is bad
         gathered = {axis for axis in over if axis in matrix}
-        with_gpu = {*variables, GPU_MEMORY} if _requests_gpus(step) else variables
+        gpu = {GPU_MEMORY} if _requests_gpus(step) else set()
+        files = _file_variables(step)
         for path, text in _template_fields(base, step):
-            self._template(path, text, with_gpu if path[2] in _GPU_MEMORY_FIELDS else variables, gathered)
+            allowed = variables | gpu if path[2] in _GPU_MEMORY_FIELDS else variables
+            self._template(path, text, allowed | files if path[2] == "command" else allowed, gathered)
             if path != (*base, "command"):  # a command string's newlines only separate arguments
                 self._no_control_chars(path, text)
         self._command(base, step.get("command"))
         self._env_names(base, step.get("env"))
         self._resources(base, step.get("resources"))
+
+    def _needs(self, name: str, step: dict[str, Any], steps: dict[str, Any], matrix: dict[str, Any],
+               variables: set[str]) -> None:
+        base: Path_ = ("steps", name, "needs")
+        for index, need in enumerate(_as_list(step.get("needs"))):
+            needed = need.get("step") if isinstance(need, dict) else need
+            where = (*base, index, "step") if isinstance(need, dict) else (*base, index)
+            if not isinstance(needed, str):
+                continue  # the schema says what it must be
+            if needed not in steps:
+                self.add(where, f"needs {needed!r}, but there is no step of that name",
+                         allowed=", ".join(s for s in steps if s != name), hint=closest(needed, steps))
+                continue
+            if needed == name:
+                self.add(where, "a step cannot need itself")
+                continue
+            match = need.get("match") if isinstance(need, dict) else None
+            if not isinstance(match, dict) or not isinstance(steps[needed], dict):
+                continue
+            their_axes = step_axes(steps[needed], matrix)
+            for axis, values in match.items():
+                if axis not in their_axes:
+                    self.add((*base, index, "match", axis), f"match names {axis!r}, which is not an axis of step "
+                             f"{needed!r}", allowed=", ".join(their_axes) or f"none: step {needed!r} does not fan "
+                             "out", hint=closest(str(axis), their_axes), key=True)
+                    continue
+                located = [((*base, index, "match", axis, i), v) for i, v in enumerate(_as_list(values))] if (
+                    isinstance(values, list)) else [((*base, index, "match", axis), values)]
+                for path, value in located:
+                    if isinstance(value, str) and name not in self.unread:
+                        self._template(path, value, variables, set())
 
     def _template(self, path: Path_, text: str, variables: set[str], gathered: set[str]) -> None:
         try:
@@ -408,6 +469,10 @@ class _Checker:
             if variable == GPU_MEMORY:
                 self.add(path, f"{{{GPU_MEMORY}}} is the memory of the GPU the node gets: it is only known in "
                          "the command and env of a step that requests GPUs", hint="add gpus: 1 (or more)")
+            elif FILE_VARIABLE.match(variable):
+                self.add(path, f"{{{variable}}} names the step's input or output files: it can be used in the "
+                         "command only, with an index below the number of paths listed",
+                         allowed=", ".join(f"{{{v}}}" for v in sorted(variables)))
             elif variable in gathered:
                 self.add(path, f"{{{variable}}} has no single value in a step that gathers over {variable!r}",
                          allowed=", ".join(f"{{{v}}}" for v in sorted(variables)))
@@ -461,7 +526,7 @@ class _Checker:
         """Report each cycle among the steps' needs, one per disjoint group of cyclic steps."""
         order = list(steps)
         graph = {
-            name: {need for need in _as_list(step.get("needs")) if isinstance(need, str) and need in steps}
+            name: {need for need in _need_names(step) if need in steps}
             - {name}
             for name, step in steps.items()
             if isinstance(step, dict)
@@ -487,6 +552,37 @@ class _Checker:
     def _no_control_chars(self, path: Path_, text: str) -> None:
         if CONTROL_CHARACTERS.search(text):
             self.add(path, CONTROL_CHARACTERS_MESSAGE, hint=CONTROL_CHARACTERS_HINT)
+
+
+def step_axes(step: dict[str, Any], matrix: dict[str, Any]) -> list[str]:
+    """The axes a step (as written) fans out over: the pipeline's it neither gathers over nor names in its own
+    matrix, then its own (the one rule, plan/expand.py's _step_info, on the document's raw data)."""
+    over = set(_as_list(step.get("over")))
+    own = _own_axes(step)
+    return [axis for axis in matrix if axis not in over and axis not in own] + own
+
+
+def _own_axes(step: dict[str, Any]) -> list[str]:
+    own = step.get("matrix")
+    if not isinstance(own, dict):
+        return []
+    axes = [str(axis) for axis in own if axis != INCLUDE]
+    rows = _as_list(own.get(INCLUDE))
+    return axes or ([str(axis) for axis in rows[0]] if rows and isinstance(rows[0], dict) else [])
+
+
+def _need_names(step: dict[str, Any]) -> list[str]:
+    names = [need.get("step") if isinstance(need, dict) else need for need in _as_list(step.get("needs"))]
+    return [name for name in names if isinstance(name, str)]
+
+
+def _file_variables(step: dict[str, Any]) -> set[str]:
+    """{inputs}, {outputs} and the indexed forms the step's lists allow."""
+    found = set()
+    for field in FILE_FIELDS:
+        found.add(field)
+        found.update(f"{field}[{index}]" for index in range(len(_as_list(step.get(field)))))
+    return found
 
 
 def _variables(text: str) -> tuple[str, ...]:
