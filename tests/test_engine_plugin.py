@@ -118,9 +118,9 @@ def test_a_plugins_block_and_step_field_are_refused_with_positions(env: dict[str
     assert [line for line in done.stderr.splitlines() if line.startswith("p.yaml")] == [
         "p.yaml:2:20: sectioned.queue: expected 'fast' or 'slow', not 'slwo'; did you mean 'slow'?",
         "p.yaml:6:11: steps.a.tier: must be at least 1",
-        "p.yaml:7:5: steps.a.tierr: unknown key 'tierr' (allowed: kind, description, needs, matrix, over, command, from, "
-        "to, resources, requirements, classads, tier, env, retries, timeout, priority, inputs, outputs, metrics, "
-        "publish, promote_if, runtime, checkpoint); did you mean 'tier'?",
+        "p.yaml:7:5: steps.a.tierr: unknown key 'tierr' (allowed: kind, description, needs, matrix, over, command, "
+        "from, to, resources, requirements, classads, tier, env, retries, timeout, priority, inputs, outputs, "
+        "metrics, publish, promote_if, runtime, checkpoint); did you mean 'tier'?",
         "p.yaml:8:1: sectiond: unknown key 'sectiond' (allowed: name, description, matrix, params, steps, search, "
         "schedule, runtime, condor, sectioned); did you mean 'sectioned'?",
     ]
