@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -32,8 +32,10 @@ from dagflow.cli.engine_flags import (
 )
 from dagflow.cli.root import app
 from dagflow.errors import CannotWriteError, DagflowError
-from dagflow.plan import Plan
 from dagflow.run.layout import RunLayout
+
+if TYPE_CHECKING:
+    from dagflow.plan import Plan
 
 EXIT_CODES = {"succeeded": 0, "interrupted": 130}
 SUBMIT_DEFAULT_ENGINE = "condor"
