@@ -102,7 +102,7 @@ def test_condor_schedule_file_reads_back_literally(tmp_path: Path) -> None:
     (path,) = (pipeline.parent / ".dagflow" / "schedule").glob("*.condor.sub")
     submit = htcondor2.Submit(path.read_text())
     assert submit.expand("initialdir") == str(pipeline.parent)
-    assert submit.expand("output").startswith(str(pipeline.parent / ".dagflow" / "schedule" / "c$(Cluster)d"))
+    assert submit.expand("output") == str(pipeline.parent / ".dagflow" / "schedule" / "nightly.condor.out")
     environment = submit.expand("environment")
     assert "EXTRA='v$(Cluster) $x it''s'" in environment
     assert f"'{pipeline}'" in submit.expand("arguments")
