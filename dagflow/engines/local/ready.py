@@ -22,7 +22,7 @@ from dagflow.engines.local.queueing import FollowerQueueing
 from dagflow.engines.local.resources import Gpu, ResourcePool, within
 from dagflow.engines.local.running_node import RunningNode
 from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, Resources, StepInfo
-from dagflow.run.journal import CACHED, RUNNING, JournalWriter, cached_event
+from dagflow.run.journal import CACHED, PENDING, RUNNING, JournalWriter, cached_event
 from dagflow.run.reporting import Reporter
 
 
@@ -206,6 +206,13 @@ class ReadyQueue:
             running.leader, leader.follower = leader, running
             self._following += 1
         self._outbox.append(message)
+
+    def _dropped(self, running: RunningNode) -> None:
+        """A follower the keeper dropped before it started (the run is stopping): no attempt was made, so
+        nothing is journaled or reported, and it stays pending for a resume to run."""
+        self._free(running)
+        self.attempts[running.name] -= 1
+        self.states[running.name] = PENDING
 
     def _free(self, running: RunningNode) -> None:
         """Give back a finished node's slot and resources, or hand them to its follower."""

@@ -305,8 +305,7 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
             elif kind == "s":
                 self._started(running, value)
             elif kind == "d":  # a follower dropped before it started (the run is stopping)
-                running.kill_reason = running.kill_reason or "interrupt"
-                self._exited(running, -signal.SIGTERM)
+                self._dropped(running)
             else:
                 self._cannot_start(running, self.plan.nodes[name].argv[0], value)
 
