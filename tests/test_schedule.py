@@ -3,10 +3,12 @@ with the installed line run the way cron runs it (`env -i /bin/sh -c`, no enviro
 
 from __future__ import annotations
 
+import fcntl
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -69,17 +71,22 @@ def test_invalid_cron_is_a_located_validation_error() -> None:
 
 @pytest.fixture
 def user_crontab() -> Iterator[str]:
-    """The real crontab of this user, saved and put back afterwards; a line of someone else's in it."""
+    """The real crontab of this user, saved and put back afterwards; a line of someone else's in it. Held
+    under a lock: the crontab is the machine's, and test files run in parallel (pytest-xdist)."""
     if shutil.which("crontab") is None:
         pytest.skip("the crontab command is not installed (CI installs Debian's cron package in .ci/run)")
-    saved = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False)
-    foreign = "17 1 * * * /usr/bin/true # not dagflow's"
-    subprocess.run(["crontab", "-"], input=f"MAILTO=''\n{foreign}\n", text=True, check=True)
-    yield foreign
-    if saved.returncode == 0:
-        subprocess.run(["crontab", "-"], input=saved.stdout, text=True, check=True)
-    else:
-        subprocess.run(["crontab", "-r"], capture_output=True, check=False)
+    with open(Path(tempfile.gettempdir()) / "dagflow-tests-crontab.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        saved = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False)
+        foreign = "17 1 * * * /usr/bin/true # not dagflow's"
+        subprocess.run(["crontab", "-"], input=f"MAILTO=''\n{foreign}\n", text=True, check=True)
+        try:
+            yield foreign
+        finally:
+            if saved.returncode == 0:
+                subprocess.run(["crontab", "-"], input=saved.stdout, text=True, check=True)
+            else:
+                subprocess.run(["crontab", "-r"], capture_output=True, check=False)
 
 
 def crontab_text() -> str:

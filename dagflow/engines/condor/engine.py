@@ -330,6 +330,7 @@ class CondorEngine(EngineBase):
         `dagflow status` reads them every 2 s; with --json, the caller prints the final status."""
         layout = RunLayout.from_run_dir(run_dir)
         before = None
+        said = ""
         if plan is None:
             before = None if json_output else read_condor_status(layout)
             try:
@@ -337,12 +338,14 @@ class CondorEngine(EngineBase):
             except NothingToResubmitError:
                 pass  # its status, as it ended
             else:
-                print(f"resubmitted run {layout.run_id}: DAGMan job {_handle(self.last)}", file=sys.stderr)
+                said = f"resubmitted run {layout.run_id}: DAGMan job {_handle(self.last)}"
         else:
             self.submit(plan, run_dir)
-            print(f"submitted run {layout.run_id}: DAGMan job {_handle(self.last)}; waiting for it", file=sys.stderr)
+            said = f"submitted run {layout.run_id}: DAGMan job {_handle(self.last)}; waiting for it"
         handle = _handle(self.last)
-        try:
+        try:  # from here on, Ctrl-C stops the waiting, not the DAG (as condor_submit_dag's users expect)
+            if said:
+                print(said, file=sys.stderr)
             if json_output:
                 self.wait(run_dir)
                 return None
@@ -354,7 +357,7 @@ class CondorEngine(EngineBase):
                 before=before,
                 notes=_summary_notes,
             )
-        except KeyboardInterrupt:  # Ctrl-C stops the waiting, not the DAG (as condor_submit_dag's users expect)
+        except KeyboardInterrupt:
             print(self._runs_on(layout), file=sys.stderr)
             return EXIT_INTERRUPTED
         return result.exit_code
