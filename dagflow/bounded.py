@@ -43,10 +43,12 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise BoundedInputError(f"{_kind(mode)}, not a regular file: dagflow reads only regular files here")
-        return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+    # Not inside the try: a Ctrl-C after fdopen made its file object would close fd twice (the object closes
+    # it too when collected), the second time closing whatever file had been given that number meanwhile.
+    return os.fdopen(fd, "rb")
 
 
 def read_bounded(path: str | os.PathLike[str], max_bytes: int = MAX_JOB_FILE_BYTES) -> bytes:

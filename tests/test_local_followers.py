@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import time
@@ -231,12 +232,40 @@ def test_ctrl_c_drops_a_follower_that_has_not_started(tmp_path: Path) -> None:
     out, err = runner.communicate(timeout=120)
     assert runner.returncode == 130, out + err
     states = {name: record.state for name, record in journal_of(tmp_path, "one").nodes.items()}
-    assert states == {"lead": "interrupted", "next": "interrupted"}
+    assert states == {"lead": "interrupted"}  # `next` never started: nothing of it is journaled
     assert (tmp_path / "counter").read_text().split() == ["lead"]  # `next` never ran
     (tmp_path / "go").touch()
     resumed = dagflow_cli("run", "--resume", "one", "--no-cache", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert Counter((tmp_path / "counter").read_text().split()) == {"lead": 2, "next": 1}
+
+
+def test_ctrl_c_journals_no_attempt_for_the_nodes_that_waited(tmp_path: Path) -> None:
+    # #43 item 5: nodes that never started were shown and journaled `interrupted ... 9.0s`, rc -15, as if
+    # they had run and been killed. Here w0 and w1 wait in the keeper behind `lead`, w2 in the ready queue.
+    count = 'echo "$DAGFLOW_NODE" >> counter'
+    nodes = [node("lead", "s", f"{count}; {WAIT_FOR_FILE.format(flag='go')}")]
+    nodes += [node(f"w{i}", "s", count) for i in range(3)]
+    plan = write_plan(tmp_path, nodes, [step("s")])
+    runner = start_runner(tmp_path, str(plan), "--run-id", "w", "--jobs", "1", "--no-cache", "--kill-grace", "0.5")
+    counter = tmp_path / "counter"
+    wait_for(lambda: counter.exists() and counter.read_text().split() == ["lead"], timeout=120)
+    runner.send_signal(signal.SIGINT)
+    out, err = runner.communicate(timeout=120)
+    assert runner.returncode == 130, out + err
+    journal = journal_of(tmp_path, "w")
+    assert list(journal.nodes) == ["lead"], {name: record.state for name, record in journal.nodes.items()}
+    lead = journal.nodes["lead"]
+    assert lead.state == "interrupted" and lead.attempts == 1 and lead.rc is not None
+    shown = [line for line in (out + err).splitlines() if "interrupted" in line and re.search(r"\bw[0-2]\b", line)]
+    assert shown == [] and "3 pending, 1 interrupted" in out + err, out + err
+    status = dagflow_cli("status", "w", "--json", cwd=tmp_path)
+    states = {entry["node"]: entry["state"] for entry in json.loads(status.stdout)["nodes"]}
+    assert states == {"lead": "interrupted", "w0": "pending", "w1": "pending", "w2": "pending"}
+    (tmp_path / "go").touch()
+    resumed = dagflow_cli("run", "--resume", "w", "--no-cache", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert Counter(counter.read_text().split()) == {"lead": 2, "w0": 1, "w1": 1, "w2": 1}
 
 
 @pytest.mark.slow

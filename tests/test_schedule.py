@@ -3,9 +3,12 @@ with the installed line run the way cron runs it (`env -i /bin/sh -c`, no enviro
 
 from __future__ import annotations
 
+import fcntl
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -68,17 +71,22 @@ def test_invalid_cron_is_a_located_validation_error() -> None:
 
 @pytest.fixture
 def user_crontab() -> Iterator[str]:
-    """The real crontab of this user, saved and put back afterwards; a line of someone else's in it."""
+    """The real crontab of this user, saved and put back afterwards; a line of someone else's in it. Held
+    under a lock: the crontab is the machine's, and test files run in parallel (pytest-xdist)."""
     if shutil.which("crontab") is None:
         pytest.skip("the crontab command is not installed (CI installs Debian's cron package in .ci/run)")
-    saved = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False)
-    foreign = "17 1 * * * /usr/bin/true # not dagflow's"
-    subprocess.run(["crontab", "-"], input=f"MAILTO=''\n{foreign}\n", text=True, check=True)
-    yield foreign
-    if saved.returncode == 0:
-        subprocess.run(["crontab", "-"], input=saved.stdout, text=True, check=True)
-    else:
-        subprocess.run(["crontab", "-r"], capture_output=True, check=False)
+    with open(Path(tempfile.gettempdir()) / "dagflow-tests-crontab.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        saved = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False)
+        foreign = "17 1 * * * /usr/bin/true # not dagflow's"
+        subprocess.run(["crontab", "-"], input=f"MAILTO=''\n{foreign}\n", text=True, check=True)
+        try:
+            yield foreign
+        finally:
+            if saved.returncode == 0:
+                subprocess.run(["crontab", "-"], input=saved.stdout, text=True, check=True)
+            else:
+                subprocess.run(["crontab", "-r"], capture_output=True, check=False)
 
 
 def crontab_text() -> str:
@@ -114,7 +122,7 @@ def test_install_replace_list_remove_and_run_as_cron(user_crontab: str, tmp_path
     (line,) = block[1:-1]
     assert line.startswith("30 4 * * 1-5 cd ")
     assert "flock -n" in line and f"{Path(sys.executable).absolute()} -m dagflow run" in line
-    assert ".dagflow/schedule/my project.log" in line
+    assert ".dagflow/schedule/nightly.log" in line, "the log is named after the pipeline"
 
     pipeline.write_text(PIPELINE.replace("PER", ", per: region"))
     again = dagflow("schedule", "install", str(pipeline))
@@ -126,13 +134,13 @@ def test_install_replace_list_remove_and_run_as_cron(user_crontab: str, tmp_path
 
     listing = dagflow("schedule", "list", str(pipeline))
     assert listing.returncode == 0
-    assert listing.stdout.count("30 4 * * 1-5 (region=") == 2
+    assert len(re.findall(r"  (3[0-9]|[45][0-9]) 4 \* \* 1-5 \(region=", listing.stdout)) == 2  # spread
     assert listing.stdout.splitlines()[1].count(", ") == 2, "three fire times"
 
     # As cron runs it: nothing from this shell's environment, not even PATH or HOME.
     result = run_as_cron(lines[0])
     assert result.returncode == 0, result.stderr
-    log = (project / ".dagflow/schedule/my project-us.log").read_text()
+    log = (project / ".dagflow/schedule/nightly-us.log").read_text()
     assert "succeeded" in log, log
     assert (project / "trained-us.txt").read_text() == "100%", "cron's % survived the escaping"
     assert not (project / "trained-br.txt").exists() and not (project / "report.txt").exists()
@@ -195,7 +203,7 @@ def test_condor_cron_job_carries_what_dagflow_submit_needs(tmp_path: Path, monke
     monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
     monkeypatch.setenv("CONDOR_CONFIG", str(tmp_path / "condor_config"))
     pipeline = tmp_path / "nightly.yaml"
-    text = submit_description(Entry("0 3 * * *", None, pipeline, Path(sys.executable)), environment([]))
+    text = submit_description(Entry("0 3 * * *", None, pipeline, Path(sys.executable), "nightly"), environment([]))
     (line,) = [line for line in text.splitlines() if line.startswith("environment")]
     assert f"CONDOR_CONFIG='{tmp_path / 'condor_config'}'" in line
     assert f":{tools}'" in line.split("PATH=")[1].split(" ")[0]
@@ -268,4 +276,4 @@ def fire_twice_killing_the_first_runner(
     second = fire()
     wait_for(lambda: (run_dir / "journal.jsonl").read_text().count('"e":"run"') == 2)
     (project / "release").touch()
-    assert second.wait(timeout=120) == 0, (project / ".dagflow/schedule/nightly.log").read_text()
+    assert second.wait(timeout=120) == 0, (project / ".dagflow/schedule/crashy.log").read_text()

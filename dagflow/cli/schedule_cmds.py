@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dagflow.cli.common import fail
+from dagflow.cli.common import OnlyOption, SetOption, fail
 from dagflow.cli.root import app
 from dagflow.errors import DagflowError
 
 if TYPE_CHECKING:
-    from dagflow.schedule.entries import Entry
+    from dagflow.schedule.entries import Entry, RunFlags
 
 schedule_app = typer.Typer(
     help="Run a pipeline on its schedule: block, from your crontab or as an HTCondor cron job.",
@@ -25,12 +25,12 @@ app.add_typer(schedule_app, name="schedule")
 PipelineArg = Annotated[Path, typer.Argument(help="The pipeline file (its schedule: block says when).")]
 
 
-def _entries(pipeline: Path):  # -> list[Entry]
+def _entries(pipeline: Path, flags: RunFlags | None = None, condor: bool = False):  # -> list[Entry]
     from dagflow.engines.registry import spec_checks
     from dagflow.schedule.entries import entries
     from dagflow.spec import load_spec
 
-    return entries(load_spec(pipeline, spec_checks()))
+    return entries(load_spec(pipeline, spec_checks()), flags, condor)
 
 
 def _fire_times(cron: str) -> str:
@@ -39,9 +39,13 @@ def _fire_times(cron: str) -> str:
     return ", ".join(when.strftime("%Y-%m-%d %H:%M") for when in next_fire_times(cron, datetime.now()))
 
 
-def _install_condor(entry: Entry, variables: dict[str, str], submit: bool) -> None:
+def _install_condor(entry: Entry, variables: dict[str, str], submit: bool, show: bool) -> None:
     from dagflow.schedule import condor as condor_job
 
+    if show:
+        sys.stdout.write(condor_job.submit_description(entry, variables))
+        print(f"# not installed: `dagflow schedule install --condor {entry.pipeline}` submits it", file=sys.stderr)
+        return
     if not submit:
         path = condor_job.write_submit_file(entry, variables)  # refuses per-value schedules
         print(f"wrote {path} ({entry.cron}); submit it with: condor_submit {path}")
@@ -65,34 +69,51 @@ def install_command(
         list[str] | None,
         typer.Option("--env", metavar="NAME", help="Also set this variable (from this shell), e.g. AWS_PROFILE."),
     ] = None,
+    show: Annotated[
+        bool, typer.Option("--print", help="Only print the crontab lines (or the submit file); install nothing.")
+    ] = False,
+    only: OnlyOption = None,
+    sets: SetOption = None,
+    force: Annotated[
+        list[str] | None,
+        typer.Option("--force", metavar="STEP", help="Each firing runs this step (and what follows) even if cached."),
+    ] = None,
 ) -> None:
     """Install the pipeline's schedule in your crontab (a marked block; installing again replaces it).
 
     Each line runs `flock -n LOCK PYTHON -m dagflow run PIPELINE` from the pipeline's directory with
     PATH and the virtual environment set, so a firing never overlaps the previous one and needs
-    nothing from your shell; output is appended to .dagflow/schedule/<name>.log beside the pipeline.
+    nothing from your shell; output is appended to .dagflow/schedule/<name>.log beside the pipeline
+    (<name>: the pipeline's name). --only, --set and --force are passed on to each firing's run, checked
+    against the pipeline now. A `per` schedule's lines are spread over the hour (see the README).
 
-    With --condor: write .dagflow/schedule/<name>.condor.sub (a local-universe cron job that runs
+    With --condor: write .dagflow/schedule/<file>.condor.sub (a local-universe cron job that runs
     `dagflow submit`) and submit it to the local schedd, replacing the job of an earlier install.
     Exit status 3 when no schedd can be reached.
     """
     from dagflow.schedule import crontab
-    from dagflow.schedule.entries import environment
+    from dagflow.schedule.entries import RunFlags, environment
 
     try:
-        entries = _entries(pipeline)
+        entries = _entries(pipeline, RunFlags(only or (), sets or (), force or ()), condor)
         variables = environment(env or [])
-        for entry in entries:
-            entry.log.parent.mkdir(parents=True, exist_ok=True)
+        if not show:
+            for entry in entries:
+                entry.log.parent.mkdir(parents=True, exist_ok=True)
         if condor:
-            _install_condor(entries[0], variables, submit=not no_submit)
+            _install_condor(entries[0], variables, submit=not no_submit, show=show)
             return
-        lines = [crontab.cron_line(entry, variables) for entry in entries]
+        lines = crontab.block(entries, variables)
+        if show:
+            print("\n".join(lines))
+            print(f"# not installed: `dagflow schedule install {entries[0].pipeline}` writes these lines",
+                  file=sys.stderr)  # fmt: skip
+            return
         replaced = crontab.install(entries[0].pipeline, lines)
     except DagflowError as error:
         fail(error)
     verb = "replaced" if replaced else "installed"
-    print(f"{verb} {len(lines)} crontab line{'s' if len(lines) != 1 else ''} for {entries[0].pipeline}:")
+    print(f"{verb} {len(entries)} crontab line{'s' if len(entries) != 1 else ''} for {entries[0].pipeline}:")
     for entry in entries:
         label = f" ({entry.select[0]}={entry.select[1]})" if entry.select else ""
         print(f"  {entry.cron}{label}: next {_fire_times(entry.cron)}; log {entry.log}")
@@ -175,7 +196,11 @@ def remove_command(pipeline: PipelineArg) -> None:
 @schedule_app.command("run")
 def run_command(
     pipeline: PipelineArg,
-    only: Annotated[str, typer.Option("--only", metavar="AXIS=VALUE", help="Run only this matrix value's nodes.")],
+    only: OnlyOption = None,
+    sets: SetOption = None,
+    force: Annotated[
+        list[str] | None, typer.Option("--force", metavar="STEP", help="Run this step even if cached.")
+    ] = None,
 ) -> None:
     """Run one matrix value's part of a pipeline locally (what a per-value schedule line runs)."""
     from dagflow.cli.common import load_plan_or_exit, runs_dir_of
@@ -183,10 +208,11 @@ def run_command(
     from dagflow.engines.registry import load_engine
     from dagflow.run.layout import RunLayout
 
-    plan = load_plan_or_exit(pipeline, only=[only])
+    plan = load_plan_or_exit(pipeline, only=only or [], sets=sets or [])
     runs_dir = runs_dir_of(pipeline, None)
     try:
-        engine = load_engine("local", runs_dir)  # this machine, as `dagflow run` runs the whole pipeline
+        # this machine, as `dagflow run` runs the whole pipeline
+        engine = load_engine("local", runs_dir, {"force": force or []})
         continued = admit_new(plan, Path(runs_dir), "local")
         if continued is not None:
             code = engine.run(None, continued.run_dir, json_output=False)

@@ -34,14 +34,15 @@ def _cron() -> ModuleType:
 
 
 def submit_description(entry: Entry, env: dict[str, str]) -> str:
+    """The cron job's submit file: what `install --condor` writes and `install --condor --print` shows."""
     if entry.select is not None:
         raise ScheduleError("schedule.per is not supported with --condor: `dagflow submit` runs the whole "
                             "pipeline; install per-value schedules as crontab lines instead")
     literal(str(entry.pipeline), "pipeline path")
-    log_stem = entry.workdir / SCHEDULE_DIR / f"{entry.name}.condor"
+    log_stem = Path(f"{entry.log_stem}.condor")
     try:
         return _cron().submit_description(
-            entry.name, entry.cron, entry.pipeline, entry.python, entry.workdir, log_stem, env
+            entry.name, entry.cron, entry.pipeline, entry.python, entry.workdir, log_stem, env, entry.run_flags
         )
     except ValueError as error:  # escape.py's refusal
         raise ScheduleError(f"cannot write the HTCondor schedule: {error}") from None

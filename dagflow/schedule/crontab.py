@@ -1,7 +1,7 @@
 """The user's crontab, through the real `crontab` command: a marked block per pipeline.
 
     # BEGIN dagflow /abs/path/pipeline.yaml
-    0 3 * * * cd ... && ... flock -n LOCK PYTHON -m dagflow run PIPELINE >> LOG 2>&1
+    0 3 * * * cd ... && ... flock -n LOCK PYTHON -m dagflow run PIPELINE [RUN FLAGS] >> LOG 2>&1
     # END dagflow /abs/path/pipeline.yaml
 
 Installing again replaces the block; removing deletes it; every other line is left as it was.
@@ -65,10 +65,11 @@ def cron_line(entry: Entry, env: dict[str, str]) -> str:
     return f"{entry.cron} {cron_escape(command)}"
 
 
-def block(pipeline: Path, lines: list[str]) -> list[str]:
+def block(entries: list[Entry], env: dict[str, str]) -> list[str]:
+    """The pipeline's marked block of crontab lines: what `install` writes and `install --print` shows."""
+    pipeline = entries[0].pipeline
     literal(str(pipeline), "pipeline path")
-    for line in lines:
-        literal(line, "crontab line")
+    lines = [literal(cron_line(entry, env), "crontab line") for entry in entries]
     return [f"{BEGIN}{pipeline}", *lines, f"{END}{pipeline}"]
 
 
@@ -107,11 +108,11 @@ def installed_blocks(text: str) -> dict[str, list[str]]:
 
 
 def install(pipeline: Path, lines: list[str]) -> bool:
-    """Write this pipeline's block (replacing an installed one); True when one was replaced."""
+    """Write this pipeline's block (lines, from block()), replacing an installed one; True when one was."""
     kept, old = split_block(read_crontab(), pipeline)
     while kept and not kept[-1].strip():
         kept.pop()
-    new = [*kept, *([""] if kept else []), *block(pipeline, lines)]
+    new = [*kept, *([""] if kept else []), *lines]
     write_crontab("\n".join(new) + "\n")
     return old is not None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +56,19 @@ def condor_environment(env: dict[str, str]) -> dict[str, str]:
 
 
 def submit_description(
-    name: str, cron: str, pipeline: Path, python: Path, workdir: Path, log_stem: Path, env: dict[str, str]
+    name: str,
+    cron: str,
+    pipeline: Path,
+    python: Path,
+    workdir: Path,
+    log_stem: Path,
+    env: dict[str, str],
+    run_flags: Sequence[str] = (),
 ) -> str:
-    """The cron job's submit description: `python -m dagflow submit --engine condor pipeline` from workdir at
-    the cron times (five fields), logs at log_stem.{out,err,log}. ValueError (from escape.py) names a value
-    that cannot be written into a submit file."""
-    args = ["-m", "dagflow", "submit", "--engine", "condor", str(pipeline)]
+    """The cron job's submit description: `python -m dagflow submit --engine condor pipeline [run_flags]` from
+    workdir at the cron times (five fields), logs at log_stem.{out,err,log}. ValueError (from escape.py) names
+    a value that cannot be written into a submit file."""
+    args = ["-m", "dagflow", "submit", "--engine", "condor", str(pipeline), *run_flags]
     path_of = escape.submit_literal
     lines = [
         f"# dagflow schedule for {pipeline}: `dagflow schedule remove` (or condor_rm) removes it",

@@ -45,6 +45,7 @@ from dagflow.run.journal import DONE_STATES
 from dagflow.run.layout import DEFAULT_RUNS_DIR, DRY_RUN_FILE, RunLayout
 from dagflow.run.live_runs import Live
 from dagflow.run.replan import changed_nodes, replanned
+from dagflow.run.result import EXIT_INTERRUPTED
 from dagflow.run.status import RUN_RUNNING, RunStatus, write_plan_index
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
 from dagflow.text import plural
@@ -329,6 +330,7 @@ class CondorEngine(EngineBase):
         `dagflow status` reads them every 2 s; with --json, the caller prints the final status."""
         layout = RunLayout.from_run_dir(run_dir)
         before = None
+        said = ""
         if plan is None:
             before = None if json_output else read_condor_status(layout)
             try:
@@ -336,23 +338,39 @@ class CondorEngine(EngineBase):
             except NothingToResubmitError:
                 pass  # its status, as it ended
             else:
-                print(f"resubmitted run {layout.run_id}: DAGMan job {_handle(self.last)}", file=sys.stderr)
+                said = f"resubmitted run {layout.run_id}: DAGMan job {_handle(self.last)}"
         else:
             self.submit(plan, run_dir)
-            print(f"submitted run {layout.run_id}: DAGMan job {_handle(self.last)}; waiting for it", file=sys.stderr)
-        if json_output:
-            self.wait(run_dir)
-            return None
+            said = f"submitted run {layout.run_id}: DAGMan job {_handle(self.last)}; waiting for it"
         handle = _handle(self.last)
-        result = follow_run(
-            lambda: read_condor_status(layout),
-            terminal_reporter(runs_dir_hint(self.runs_dir), show_starts=True),
-            where=f"HTCondor (DAGMan job {handle})" if handle else "HTCondor",
-            poll_s=WAIT_POLL_S,
-            before=before,
-            notes=_summary_notes,
-        )
+        try:  # from here on, Ctrl-C stops the waiting, not the DAG (as condor_submit_dag's users expect)
+            if said:
+                print(said, file=sys.stderr)
+            if json_output:
+                self.wait(run_dir)
+                return None
+            result = follow_run(
+                lambda: read_condor_status(layout),
+                terminal_reporter(runs_dir_hint(self.runs_dir), show_starts=True),
+                where=f"HTCondor (DAGMan job {handle})" if handle else "HTCondor",
+                poll_s=WAIT_POLL_S,
+                before=before,
+                notes=_summary_notes,
+            )
+        except KeyboardInterrupt:
+            print(self._runs_on(layout), file=sys.stderr)
+            return EXIT_INTERRUPTED
         return result.exit_code
+
+    def _runs_on(self, layout: RunLayout) -> str:
+        """What Ctrl-C of `dagflow run --engine condor` says: the DAG runs on, and how to follow or cancel it."""
+        latest = load_prepared(layout).record.latest
+        job = f" (DAGMan job {latest.cluster}.0)" if latest is not None else ""
+        hint, run_id = runs_dir_hint(self.runs_dir), layout.run_id
+        return (
+            f"dagflow: stopped waiting; run {run_id} keeps running on HTCondor{job}: follow it with "
+            f"`dagflow status {run_id}{hint}`, cancel it with `dagflow cancel {run_id}{hint}`"
+        )
 
     def submitted(self, run_dir: Path, handle: str) -> Report:
         if self.last is None:

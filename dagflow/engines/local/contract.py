@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dagflow.engines.base import EngineBase, EngineOption, Report
+from dagflow.engines.local.cpu_only import CPU_ONLY
+from dagflow.engines.local.cpu_only import note as cpu_only_note
 from dagflow.engines.local.engine import LocalEngine, resume_local, run_local
 from dagflow.engines.local.liveness import local_live
 from dagflow.engines.local.options import RunOptions
@@ -55,6 +57,10 @@ class LocalEngineContract(EngineBase, LocalEngine):
 
     def read_status(self, layout: RunLayout) -> RunStatus:
         status = read_status(layout)
+        smoke_test = cpu_only_note(layout.run_dir)
+        if smoke_test is not None:
+            status.notes.append(smoke_test)
+            status.extra["gpus"] = CPU_ONLY
         if not status.runner_alive and not status.journal.finished:
             status.unjournaled = unjournaled_nodes(layout)
             running = sum(1 for rc in status.unjournaled.values() if rc is None)

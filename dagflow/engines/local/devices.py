@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from dagflow.engines.local.cpu_only import is_cpu_only
 from dagflow.engines.local.resources import ResourceError, parse_gpu_list
 
 
@@ -25,6 +26,8 @@ def present_devices() -> set[str]:
 
 def check_devices(text: str, option: str = "--gpus") -> str:
     """text, when every device it names exists here; otherwise ResourceError (exit 2) naming the missing."""
+    if is_cpu_only(text):
+        return text
     named = [gpu.index for gpu in parse_gpu_list(text)]
     if not named:
         return text

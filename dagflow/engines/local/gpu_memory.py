@@ -11,5 +11,9 @@ from dagflow.gpu_memory import with_gpu_memory as _fill
 __all__ = ["GpuMemoryUnknownError", "with_gpu_memory"]
 
 
-def with_gpu_memory(argv: list[str], env: dict[str, str], gpus: Sequence[Gpu]) -> list[str]:
-    return _fill(argv, env, [(gpu.index, gpu.memory_mb) for gpu in gpus])
+def with_gpu_memory(
+    argv: list[str], env: dict[str, str], gpus: Sequence[Gpu], cpu_only_mb: int | None = None
+) -> list[str]:
+    """cpu_only_mb: under --gpus none, the value {gpu.memory_mb} takes instead (cpu_only.py)."""
+    devices = [(gpu.index, gpu.memory_mb) for gpu in gpus] if cpu_only_mb is None else [("none", cpu_only_mb)]
+    return _fill(argv, env, devices)

@@ -22,7 +22,7 @@ from dagflow.engines.local.queueing import FollowerQueueing
 from dagflow.engines.local.resources import Gpu, ResourcePool, within
 from dagflow.engines.local.running_node import RunningNode
 from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, Resources, StepInfo
-from dagflow.run.journal import CACHED, RUNNING, JournalWriter, cached_event
+from dagflow.run.journal import CACHED, PENDING, RUNNING, JournalWriter, cached_event
 from dagflow.run.reporting import Reporter
 
 
@@ -181,6 +181,8 @@ class ReadyQueue:
         env["DAGFLOW_NODE"] = name
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu.index for gpu in gpus)
+        elif self.pool.cpu_only:
+            env["CUDA_VISIBLE_DEVICES"] = ""  # --gpus none: no node of the run sees a GPU
         if node.argv and node.argv[0] == DAGFLOW_LAUNCHER and "PYTHONPATH" not in env and "PYTHONPATH" in self._env:
             env["PYTHONPATH"] = self._env["PYTHONPATH"]
         argv = command_for(step.runtime.argv(node.argv), env)  # runtime.python: what `python` means
@@ -188,7 +190,7 @@ class ReadyQueue:
         self.running[name] = running
         self.states[name] = RUNNING
         try:
-            argv = with_gpu_memory(argv, env, gpus)
+            argv = with_gpu_memory(argv, env, gpus, (res.gpu_memory_mb or 0) if self.pool.cpu_only else None)
             program = resolve_program(argv[0], env.get("PATH") or self._env["PATH"], self.workdir)
         except GpuMemoryUnknownError as error:
             self._cannot_start(running, argv[0], str(error))
@@ -206,6 +208,13 @@ class ReadyQueue:
             running.leader, leader.follower = leader, running
             self._following += 1
         self._outbox.append(message)
+
+    def _dropped(self, running: RunningNode) -> None:
+        """A follower the keeper dropped before it started (the run is stopping): no attempt was made, so
+        nothing is journaled or reported, and it stays pending for a resume to run."""
+        self._free(running)
+        self.attempts[running.name] -= 1
+        self.states[running.name] = PENDING
 
     def _free(self, running: RunningNode) -> None:
         """Give back a finished node's slot and resources, or hand them to its follower."""

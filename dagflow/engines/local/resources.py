@@ -6,6 +6,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from dagflow.engines.local.cpu_only import is_cpu_only
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan, Resources
 from dagflow.text import plural
@@ -27,6 +28,7 @@ class Machine:
     memory_mb: int
     gpus: tuple[Gpu, ...]
     gpu_source: str  # where the GPU list came from, for error messages
+    cpu_only: bool = False  # --gpus none: steps that ask for GPUs run without them (cpu_only.py)
 
 
 def cpu_count() -> int:
@@ -72,6 +74,8 @@ def discover_gpus() -> tuple[Gpu, ...]:
 def detect_machine(gpus: str | None, need_gpus: bool) -> Machine:
     """This machine; nvidia-smi is only asked when some node needs a GPU (given --gpus, for the named
     devices' memory: gpu_memory placement and {gpu.memory_mb} use it)."""
+    if is_cpu_only(gpus):
+        return Machine(cpu_count(), total_memory_mb(), (), f"--gpus {gpus}", cpu_only=True)
     if gpus is not None:
         found, source = parse_gpu_list(gpus), f"--gpus {gpus}"
         if need_gpus and found:
@@ -94,13 +98,13 @@ def infeasible(plan: Plan, machine: Machine) -> list[str]:
             problems.append(f"step {name} needs {plural(res.cpus, 'cpu')}; this machine has {machine.cpus}")
         if res.memory_mb > machine.memory_mb:
             problems.append(f"step {name} needs {res.memory_mb} MB of memory; this machine has {machine.memory_mb} MB")
-        if res.gpus:
+        if res.gpus and not machine.cpu_only:
             suitable = [gpu for gpu in machine.gpus if _gpu_fits(gpu, res)]
             if res.gpus > len(suitable):
                 have = f"{plural(len(machine.gpus), 'GPU')} ({machine.gpu_source})"
                 if res.gpu_memory_mb and len(suitable) < len(machine.gpus):
                     have += f", {len(suitable)} with at least {res.gpu_memory_mb} MB"
-                hint = "" if machine.gpus else "; name devices with --gpus 0,1"
+                hint = "" if machine.gpus else "; name devices with --gpus 0,1, or run it on the CPU with --gpus none"
                 problems.append(f"step {name} needs {plural(res.gpus, 'GPU')}; this machine has {have}{hint}")
     return problems
 
@@ -122,13 +126,14 @@ class ResourcePool:
         self.free_cpus = max(machine.cpus, slots)
         self.free_memory_mb = machine.memory_mb
         self.free_gpus: list[Gpu] = list(machine.gpus)
+        self.cpu_only = machine.cpu_only
 
     def acquire(self, res: Resources) -> tuple[Gpu, ...] | None:
         """Reserve res and return the GPUs given to it, or None (nothing reserved) if it does not fit."""
         if res.cpus > self.free_cpus or res.memory_mb > self.free_memory_mb:
             return None
         gpus: tuple[Gpu, ...] = ()
-        if res.gpus:
+        if res.gpus and not self.cpu_only:
             gpus = tuple(gpu for gpu in self.free_gpus if _gpu_fits(gpu, res))[: res.gpus]
             if len(gpus) < res.gpus:
                 return None

@@ -46,6 +46,7 @@ from types import FrameType
 
 from dagflow.engines.local.adoption import HAS_PIDFD, Adoption
 from dagflow.engines.local.cache import NodeCache
+from dagflow.engines.local.cpu_only import announce
 from dagflow.engines.local.gpu_sampler import GpuSampler, NvmlReader
 from dagflow.engines.local.graph import DagTracker
 from dagflow.engines.local.keeper_link import KEEPER, KeeperLink, KeeperLostError
@@ -144,9 +145,11 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
                 raise self._stop_for_storage(error) from None
             raise
         restore = self._install_signal_handlers()
+        if self.pool.cpu_only:
+            announce(self.plan, self.layout.run_dir)
         self.cache = (
             NodeCache(Path(self.options.cache_dir or self.layout.cache_dir).absolute(), Path(self.workdir))
-            if self.options.use_cache
+            if self.options.use_cache and not self.pool.cpu_only  # a smoke test's results stand in for nothing
             else None
         )
         self.selector = selectors.DefaultSelector()
@@ -305,8 +308,7 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
             elif kind == "s":
                 self._started(running, value)
             elif kind == "d":  # a follower dropped before it started (the run is stopping)
-                running.kill_reason = running.kill_reason or "interrupt"
-                self._exited(running, -signal.SIGTERM)
+                self._dropped(running)
             else:
                 self._cannot_start(running, self.plan.nodes[name].argv[0], value)
 

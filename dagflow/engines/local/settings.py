@@ -7,7 +7,8 @@ from dagflow.engines.base import Capabilities, EngineDeclaration, EngineOption
 
 LOCAL_OPTIONS = (
     EngineOption("jobs", ("--jobs", "-j"), "Nodes running at once (default: the cpu count).", int, None, min=1),
-    EngineOption("gpus", ("--gpus",), "GPU devices to use, e.g. 0,1 (default: what nvidia-smi lists)."),
+    EngineOption("gpus", ("--gpus",), "GPU devices to use, e.g. 0,1 (default: what nvidia-smi lists); none: run "
+                 "GPU steps on the CPU, a smoke test (CUDA_VISIBLE_DEVICES empty)."),
     EngineOption(
         "force", ("--force",), "Run this step (or node) and its descendants even if cached.", list, (),
         metavar="STEP",
