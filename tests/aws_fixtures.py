@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from s3_server import START_LIMIT_S, answers
 
 
 def free_port() -> int:
@@ -29,31 +30,35 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
+def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`moto_server` as a real subprocess on a free loopback port, for the whole session."""
     port = free_port()
+    log_path = tmp_path_factory.mktemp("moto") / "moto.log"  # its own output, shown if it does not come up
+    log = log_path.open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail("moto_server did not start")
-            time.sleep(0.1)
+    # Wait for the server itself: it answers or it exits. The limit is a safety net only (moto imports
+    # for seconds, and far longer on a loaded machine), the one tests/s3_server.py uses.
+    deadline = time.monotonic() + START_LIMIT_S
+    while not answers(f"{url}/moto-api/"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            log.close()
+            output = log_path.read_text(errors="replace")
+            pytest.fail(f"moto_server did not start (exit {process.returncode}); its output:\n{output}")
+        time.sleep(0.1)
     yield url
     process.terminate()
     try:
         process.wait(timeout=5)
     except subprocess.TimeoutExpired:
         process.kill()
+    log.close()
 
 
 @pytest.fixture

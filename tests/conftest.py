@@ -6,7 +6,7 @@ import pytest
 
 from tests.cluster_lifetime import begin_session, stop_started
 
-pytest_plugins = ["aws_fixtures", "s3_server", "slurm_fixtures", "condor_pool", "sge_fixtures"]
+pytest_plugins = ["s3_server", "aws_fixtures", "slurm_fixtures", "condor_pool", "sge_fixtures"]
 
 # A test that uses one of these (directly or through another fixture) needs a real cluster or pool.
 CLUSTER_FIXTURES = frozenset({"slurm_cluster", "sge_cluster", "condor_pool"})

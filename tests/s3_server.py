@@ -54,7 +54,8 @@ def _free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def _answers(url: str) -> bool:
+def answers(url: str) -> bool:
+    """Whether url answers an HTTP GET (any status but a connection error or a timeout)."""
     try:
         urllib.request.urlopen(url, timeout=2).close()
         return True
@@ -79,7 +80,7 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=data)
     url = f"http://127.0.0.1:{ports['-s3.port']}"
     deadline = time.monotonic() + START_LIMIT_S
-    while not _answers(url):
+    while not answers(url):
         if process.poll() is not None or time.monotonic() > deadline:
             os.killpg(process.pid, signal.SIGKILL)
             pytest.fail(f"SeaweedFS did not start; its log: {data / 'weed.log'}")

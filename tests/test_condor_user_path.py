@@ -86,13 +86,23 @@ def test_submit_runs_the_example_like_a_local_run_and_status_agrees_with_condor(
     onpool = condor_pool.workdir("example-pool")
     shutil.copytree(EXAMPLE, onpool / "region-retrain")
     workdir = onpool / "region-retrain"
+    # The report node waits for `gate`, made only once a node job was compared: however loaded the machine,
+    # the run cannot end between two looks at condor_q. Its outputs are the same.
+    gate = workdir / "gate"
+    pipeline = workdir / "pipeline.yaml"
+    report = "command: python report.py models --out reports"
+    assert report in pipeline.read_text()
+    gated = f'command: sh -c "while [ ! -e {gate} ]; do sleep 1; done; exec python report.py models --out reports"'
+    pipeline.write_text(pipeline.read_text().replace(report, gated))
     run_id = _submit(condor_pool, workdir)
     cluster = _dagman_cluster(workdir, run_id)
 
     # While it runs: every node job condor_q shows in the same state before and after reading dagflow's
     # status is in that state in dagflow's status too.
     compared = 0
-    for _ in range(200):
+
+    def compare() -> bool:
+        nonlocal compared
         before = _states(condor_pool, cluster)
         status = condor_pool.status(workdir, run_id)
         after = _states(condor_pool, cluster)
@@ -101,8 +111,10 @@ def test_submit_runs_the_example_like_a_local_run_and_status_agrees_with_condor(
             if after.get(name) == code and code in _AGREES:
                 assert nodes[name]["state"] in _AGREES[code], (name, code, nodes[name])
                 compared += 1
-        if status["state"] != "running":
-            break
+        return compared > 0 or status["state"] != "running"
+
+    condor_pool.wait_until(compare, "a node job in condor_q while the run goes", timeout=1800)
+    gate.touch()
     assert compared > 0, "never saw a node job in condor_q while the run was going"
 
     status = condor_pool.ended(workdir, run_id)

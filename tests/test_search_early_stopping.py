@@ -45,12 +45,15 @@ os.write(fd, f"{args.run}\n".encode())
 os.close(fd)
 base = 5.0 if args.x > 0.6 else 0.0
 pause = float(Path("epoch.txt").read_text()) if os.path.exists("epoch.txt") else 0.3
+waits_at = int(Path("hopeless-waits.txt").read_text()) if os.path.exists("hopeless-waits.txt") else 0
 args.out.parent.mkdir(parents=True, exist_ok=True)
 for epoch in range(1, args.epochs + 1):
     time.sleep(pause)
     with open(args.out.parent / "epochs.txt", "a") as handle:
         handle.write(f"{epoch}\n")
     report(args.out, epoch, loss=base + 1.0 / epoch)
+    if base and epoch == waits_at:
+        time.sleep(600)  # only the early stop ends it
 with open(args.out, "a") as handle:
     handle.write(json.dumps({"loss": base + 1.0 / args.epochs + 0.01 * args.x}) + "\n")
 '''
@@ -146,9 +149,10 @@ def test_asha_keeps_the_top_third_at_each_rung(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_kill_9_between_the_stop_decision_and_the_cancel_finishes_the_stop_once(tmp_path: Path) -> None:
     pipeline = write_training(tmp_path / "p", budget=8, parallel=2, rule="median")
-    # slow epochs: the stop is decided well before the end, and the trial still runs when the scheduler is run
-    # again (one that completed meanwhile is recorded succeeded: a finished trial is never labelled stopped)
-    (pipeline.parent / "epoch.txt").write_text("1.5")
+    # A bad trial waits after epoch 3 until it is stopped: it still runs when the scheduler is run again, however
+    # loaded the machine (one that completed meanwhile would be recorded succeeded: a finished trial is never
+    # labelled stopped), and one never stopped keeps the search from ending, which fails the test.
+    (pipeline.parent / "hopeless-waits.txt").write_text("3")
     db = tmp_path / ".dagflow" / "search.db"
     args = ("run", str(pipeline), "--poll", "0.05", "--seed", "2")
     scheduler = subprocess.Popen(
