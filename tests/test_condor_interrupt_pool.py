@@ -4,6 +4,7 @@ it. Every command runs as the pool's user, as in test_condor_user_path.py."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -36,13 +37,13 @@ def test_ctrl_c_leaves_the_dag_running_and_says_how_to_follow_and_cancel_it(cond
     condor_pool.give(workdir)
     argv = [sys.executable, "-m", "dagflow", "run", "--engine", "condor", "pipeline.yaml", "--data-mode", "shared"]
     run = subprocess.Popen(condor_pool._as_user(argv, None), cwd=workdir, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)  # fmt: skip
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     try:
         records = Path(workdir) / ".dagflow" / "runs"
         record = condor_pool.wait_until(lambda: next(records.glob("*/condor/run.json"), None), "the DAG submitted")
         run_id = record.parent.parent.name  # type: ignore[union-attr]
         condor_pool.wait_until(lambda: _queue(condor_pool, 'DAGNodeName == "nap"'), "nap to be queued")
-        run.send_signal(signal.SIGINT)  # runuser passes it on to dagflow
+        os.killpg(run.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: to the whole foreground process group
         out, err = run.communicate(timeout=300)
     finally:
         if run.poll() is None:

@@ -202,7 +202,7 @@ def test_schedule_install_condor_fires_and_remove_takes_it_out_of_the_queue(cond
         pool.wait_until(lambda: (work / "fired.txt").exists(), "the DAG the firing submitted to run the step", 300)
         starts = queued(pool, cluster, "NumJobStarts")
         assert starts and int(starts[0]) >= 1, starts
-        err = work / ".dagflow" / "schedule" / f"{work.name}.condor.err"
+        err = work / ".dagflow" / "schedule" / "tick.condor.err"  # schedule logs are named after the pipeline
         assert "error" not in err.read_text(), err.read_text()
 
         removed = pool.dagflow(["schedule", "remove", "pipeline.yaml"], cwd=work)
