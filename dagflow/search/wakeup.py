@@ -1,0 +1,84 @@
+"""The scheduler's sleep between rounds: until a trial's runner process ends, a stop, or the poll period.
+
+A local trial has ended when the runner that the engine's submit started for it (runner.pid) exits:
+it releases the run's lock as it goes. The wait holds a pidfd on each running trial's runner and wakes
+the moment one becomes readable, so the next trial is suggested and submitted without waiting out a
+poll period; the poll period is left for what only a look can see (a batch engine's jobs, a deadline,
+early stopping's metric lines). A runner seen ended once is not waited on again: its trial is
+recorded at the next round, or, where its run says it is still starting (a runner that died before
+it took the lock, within the start grace), left to the poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+from collections.abc import Iterable
+from pathlib import Path
+
+from dagflow.search.scheduler_observe import runner_pid, runs_its_trial
+
+
+class Wakeup:
+    def __init__(self) -> None:
+        # a socket pair rather than a pipe: a stop() once it is closed fails on the closed socket object,
+        # never writes into whatever file reused a closed descriptor's number
+        self._wake, self._waker = socket.socketpair()
+        self._wake.setblocking(False)
+        self._waker.setblocking(False)
+        self._ended: set[tuple[Path, int]] = set()
+        self._pidfds = hasattr(os, "pidfd_open")  # Linux; without them a wait is the poll period
+
+    def stop(self) -> None:
+        """Wake the current wait, or the next one, at once (from a signal handler or another thread too)."""
+        with contextlib.suppress(OSError):  # full (a wake is pending anyway) or closed
+            self._waker.send(b"\0")
+
+    def wait(self, run_dirs: Iterable[Path], timeout_s: float) -> None:
+        """Sleep until a runner of these runs ends, stop() is called, or timeout_s passes."""
+        pidfds: dict[int, tuple[Path, int]] = {}
+        try:
+            for run_dir in run_dirs if self._pidfds else ():
+                pid = runner_pid(run_dir)
+                if pid is None or (run_dir, pid) in self._ended:
+                    continue
+                fd = self._open(run_dir, pid)
+                if fd is None and self._pidfds:
+                    return  # it ended since the round looked: the next round records it
+                if fd is not None:
+                    pidfds[fd] = (run_dir, pid)
+            poller = select.poll()  # no FD_SETSIZE limit, unlike select.select
+            for fd in (self._wake.fileno(), *pidfds):
+                poller.register(fd, select.POLLIN)
+            ready = poller.poll(max(0.0, timeout_s) * 1000)
+            self._ended.update(pidfds[fd] for fd, _ in ready if fd in pidfds)
+            self._drain()
+        finally:
+            for fd in pidfds:
+                os.close(fd)
+
+    def _open(self, run_dir: Path, pid: int) -> int | None:
+        """A pidfd on run_dir's runner pid; None when it has ended (now marked seen)."""
+        try:
+            fd: int | None = os.pidfd_open(pid)
+        except ProcessLookupError:
+            fd = None
+        except OSError:  # a kernel older than pidfds (Linux 5.3): poll from now on
+            self._pidfds = False
+            return None
+        # checked once the pidfd holds the process: a pid reused before it was opened shows another command
+        if fd is not None and runs_its_trial(pid, run_dir):
+            return fd
+        if fd is not None:
+            os.close(fd)
+        self._ended.add((run_dir, pid))
+        return None
+
+    def _drain(self) -> None:
+        try:
+            while self._wake.recv(64):
+                pass
+        except OSError:  # empty
+            pass
