@@ -45,10 +45,11 @@ class Wakeup:
                 if pid is None or (run_dir, pid) in self._ended:
                     continue
                 fd = self._open(run_dir, pid)
-                if fd is None and self._pidfds:
+                if not self._pidfds:
+                    break
+                if fd is None:
                     return  # it ended since the round looked: the next round records it
-                if fd is not None:
-                    pidfds[fd] = (run_dir, pid)
+                pidfds[fd] = (run_dir, pid)
             poller = select.poll()  # no FD_SETSIZE limit, unlike select.select
             for fd in (self._wake.fileno(), *pidfds):
                 poller.register(fd, select.POLLIN)
