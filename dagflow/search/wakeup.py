@@ -4,9 +4,10 @@ A local trial has ended when the runner that the engine's submit started for it 
 it releases the run's lock as it goes. The wait holds a pidfd on each running trial's runner and wakes
 the moment one becomes readable, so the next trial is suggested and submitted without waiting out a
 poll period; the poll period is left for what only a look can see (a batch engine's jobs, a deadline,
-early stopping's metric lines). A runner seen ended once is not waited on again: its trial is
-recorded at the next round, or, where its run says it is still starting (a runner that died before
-it took the lock, within the start grace), left to the poll.
+early stopping's metric lines). A runner seen ended is not waited on again: its trial is recorded at
+the next round; where its run does not read as ended yet (a runner that died before it took the lock,
+within the start grace; a status that could not be read just then) it is looked at again after a short
+delay that doubles up to the poll period, so a late end is still seen soon and nothing spins.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 
 from dagflow.search.scheduler_observe import runner_pid, runs_its_trial
 
+FIRST_RECHECK_S = 0.05  # the first look again at a run whose runner ended but that did not read as ended
+
 
 class Wakeup:
     def __init__(self) -> None:
@@ -28,7 +31,7 @@ class Wakeup:
         self._wake, self._waker = socket.socketpair()
         self._wake.setblocking(False)
         self._waker.setblocking(False)
-        self._ended: set[tuple[Path, int]] = set()
+        self._ended: dict[tuple[Path, int], float] = {}  # runner seen ended -> the delay of its next look
         self._pidfds = hasattr(os, "pidfd_open")  # Linux; without them a wait is the poll period
 
     def stop(self) -> None:
@@ -39,10 +42,16 @@ class Wakeup:
     def wait(self, run_dirs: Iterable[Path], timeout_s: float) -> None:
         """Sleep until a runner of these runs ends, stop() is called, or timeout_s passes."""
         pidfds: dict[int, tuple[Path, int]] = {}
+        poll_s = timeout_s
         try:
             for run_dir in run_dirs if self._pidfds else ():
                 pid = runner_pid(run_dir)
-                if pid is None or (run_dir, pid) in self._ended:
+                if pid is None:
+                    continue
+                if (run_dir, pid) in self._ended:
+                    delay = self._ended[(run_dir, pid)]
+                    self._ended[(run_dir, pid)] = min(2 * delay, poll_s)
+                    timeout_s = min(timeout_s, delay)
                     continue
                 fd = self._open(run_dir, pid)
                 if not self._pidfds:
@@ -54,7 +63,7 @@ class Wakeup:
             for fd in (self._wake.fileno(), *pidfds):
                 poller.register(fd, select.POLLIN)
             ready = poller.poll(max(0.0, timeout_s) * 1000)
-            self._ended.update(pidfds[fd] for fd, _ in ready if fd in pidfds)
+            self._ended.update((pidfds[fd], FIRST_RECHECK_S) for fd, _ in ready if fd in pidfds)
             self._drain()
         finally:
             for fd in pidfds:
@@ -74,7 +83,7 @@ class Wakeup:
             return fd
         if fd is not None:
             os.close(fd)
-        self._ended.add((run_dir, pid))
+        self._ended[(run_dir, pid)] = FIRST_RECHECK_S
         return None
 
     def _drain(self) -> None:
