@@ -78,8 +78,9 @@ class Wakeup:
         except OSError:  # a kernel older than pidfds (Linux 5.3): poll from now on
             self._pidfds = False
             return None
-        # checked once the pidfd holds the process: a pid reused before it was opened shows another command
-        if fd is not None and runs_its_trial(pid, run_dir):
+        # checked once the pidfd holds the process: a pid reused before it was opened shows another command.
+        # A child of this process is the runner its submit started, also before its exec shows the run's id.
+        if fd is not None and (_parent_of(pid) == os.getpid() or runs_its_trial(pid, run_dir)):
             return fd
         if fd is not None:
             os.close(fd)
@@ -92,3 +93,11 @@ class Wakeup:
                 pass
         except OSError:  # empty
             pass
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[1])  # the fields after "(comm)": state, ppid, ...
