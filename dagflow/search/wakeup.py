@@ -79,8 +79,9 @@ class Wakeup:
             self._pidfds = False
             return None
         # checked once the pidfd holds the process: a pid reused before it was opened shows another command.
-        # A child of this process is the runner its submit started, also before its exec shows the run's id.
-        if fd is not None and (_parent_of(pid) == os.getpid() or runs_its_trial(pid, run_dir)):
+        # A child of this process still showing this process's command line is a runner its submit forked
+        # that has not reached its exec yet: it is watched too, not taken for ended.
+        if fd is not None and (_forked_not_exec(pid) or runs_its_trial(pid, run_dir)):
             return fd
         if fd is not None:
             os.close(fd)
@@ -95,9 +96,11 @@ class Wakeup:
             pass
 
 
-def _parent_of(pid: int) -> int | None:
+def _forked_not_exec(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2 :].split()[1])  # the fields after "(comm)": state, ppid, ...
+        return False
+    parent = int(stat[stat.rindex(")") + 2 :].split()[1])  # the fields after "(comm)": state, ppid, ...
+    return parent == os.getpid() and command == Path("/proc/self/cmdline").read_bytes()
