@@ -361,3 +361,19 @@ def test_validate_command_refuses_what_search_run_refuses(tmp_path: Path) -> Non
         assert result.returncode == 2, (args, result.stdout, result.stderr)
         assert "p.yaml:8:14: steps.evaluate.metrics: every trial would write the same metrics file" in result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_a_gather_over_a_list_is_a_located_error_not_a_traceback() -> None:
+    """Found by test_spec_fuzz: `over: [[]]` made the axes rule hash a list (TypeError)."""
+    text = """\
+name: p
+matrix: {region: [us, br]}
+steps:
+  a:
+    command: echo {region}
+  report:
+    needs: [a]
+    over: [[]]
+    command: echo hi
+"""
+    assert errors_of(text) == ["p.yaml:8:12: steps.report.over[0]: expected text, not a list"]

@@ -557,7 +557,7 @@ class _Checker:
 def step_axes(step: dict[str, Any], matrix: dict[str, Any]) -> list[str]:
     """The axes a step (as written) fans out over: the pipeline's it neither gathers over nor names in its own
     matrix, then its own (the one rule, plan/expand.py's _step_info, on the document's raw data)."""
-    over = set(_as_list(step.get("over")))
+    over = {axis for axis in _as_list(step.get("over")) if isinstance(axis, str)}  # others: reported elsewhere
     own = _own_axes(step)
     return [axis for axis in matrix if axis not in over and axis not in own] + own
 
