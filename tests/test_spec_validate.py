@@ -377,3 +377,25 @@ steps:
     command: echo hi
 """
     assert errors_of(text) == ["p.yaml:8:12: steps.report.over[0]: expected text, not a list"]
+
+
+def test_a_promoting_step_gathering_over_a_list_is_a_located_error_not_a_traceback() -> None:
+    """The promotion check's twin of the rule above hashed `over` values too (TypeError before)."""
+    text = """\
+name: p
+matrix: {region: [us, br]}
+steps:
+  train:
+    kind: train
+    command: echo {region}
+    outputs: ["m/{region}"]
+    publish: "out/{region}/{run.id}/"
+  evaluate:
+    kind: evaluate
+    needs: [train]
+    over: [[]]
+    command: echo hi
+    metrics: m.json
+    promote_if: {metric: loss, better: lower, than: "ptr/latest"}
+"""
+    assert errors_of(text) == ["p.yaml:12:12: steps.evaluate.over[0]: expected text, not a list"]

@@ -315,8 +315,8 @@ class _Checker:
         else:
             model = publishers[0]
         self._publish_per_run(model, steps[model], name)
-        model_over = set(_as_list(steps[model].get("over")))
-        own_over = set(_as_list(step.get("over")))
+        model_over = set(_over_axes(steps[model]))
+        own_over = set(_over_axes(step))
         spread = sorted(axis for axis in own_over - model_over if axis in matrix)
         if spread:
             self.add(base, f"this step gathers over {', '.join(spread)} but step {model!r} publishes one model "
@@ -401,7 +401,7 @@ class _Checker:
     def _step(self, name: str, step: dict[str, Any], steps: dict[str, Any], matrix: dict[str, Any],
               param_names: set[str]) -> None:
         base: Path_ = ("steps", name)
-        over = [axis for axis in _as_list(step.get("over")) if isinstance(axis, str)]
+        over = _over_axes(step)
         for index, axis in enumerate(_as_list(step.get("over"))):
             if isinstance(axis, str) and axis not in matrix:
                 self.add((*base, "over", index), f"over names {axis!r}, which is not a matrix axis",
@@ -557,9 +557,14 @@ class _Checker:
 def step_axes(step: dict[str, Any], matrix: dict[str, Any]) -> list[str]:
     """The axes a step (as written) fans out over: the pipeline's it neither gathers over nor names in its own
     matrix, then its own (the one rule, plan/expand.py's _step_info, on the document's raw data)."""
-    over = {axis for axis in _as_list(step.get("over")) if isinstance(axis, str)}  # others: reported elsewhere
+    over = set(_over_axes(step))
     own = _own_axes(step)
     return [axis for axis in matrix if axis not in over and axis not in own] + own
+
+
+def _over_axes(step: dict[str, Any]) -> list[str]:
+    """The axes a step (as written) gathers over; a value that is not text is reported as a type error."""
+    return [axis for axis in _as_list(step.get("over")) if isinstance(axis, str)]
 
 
 def _own_axes(step: dict[str, Any]) -> list[str]:
