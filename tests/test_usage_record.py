@@ -16,7 +16,7 @@ from dagflow.run.usage import (
     latest_by_node,
     read_usage,
     record_usage,
-    record_usage_once,
+    record_usages_once,
 )
 
 
@@ -103,13 +103,13 @@ def test_latest_by_node_takes_the_highest_attempt() -> None:
 
 def test_record_once_appends_one_record_per_node_and_key(tmp_path: Path) -> None:
     keyed = _usage("a", key="17", engine="condor")
-    assert record_usage_once(tmp_path, keyed) is True
-    assert record_usage_once(tmp_path, replace(keyed, wall_s=99.0)) is False
-    assert record_usage_once(tmp_path, replace(keyed, node="b")) is True
-    assert record_usage_once(tmp_path, replace(keyed, key="18", attempt=2)) is True
+    assert record_usages_once(tmp_path, [keyed]) == 1
+    assert record_usages_once(tmp_path, [replace(keyed, wall_s=99.0)]) == 0
+    assert record_usages_once(tmp_path, [replace(keyed, node="b")]) == 1
+    assert record_usages_once(tmp_path, [replace(keyed, key="18", attempt=2)]) == 1
     assert [(r.node, r.key) for r in read_usage(tmp_path)] == [("a", "17"), ("b", "17"), ("a", "18")]
     with pytest.raises(ValueError):
-        record_usage_once(tmp_path, _usage("c"))
+        record_usages_once(tmp_path, [_usage("c")])
 
 
 def test_reader_drops_duplicate_keys_written_by_other_hosts(tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def test_reader_drops_duplicate_keys_written_by_other_hosts(tmp_path: Path) -> N
 def _append_many(run_dir: str, writer: int, count: int, keyed: bool) -> None:
     for index in range(count):
         if keyed:
-            record_usage_once(Path(run_dir), _usage(f"n{index}", key="1", extra={"w": writer}))
+            record_usages_once(Path(run_dir), [_usage(f"n{index}", key="1", extra={"w": writer})])
         else:
             record_usage(Path(run_dir), _usage(f"w{writer}-{index}", extra={"pad": "p" * 2000}))
 

@@ -1,19 +1,10 @@
-"""Graph views of a Plan: its check (check_plan, which every engine runs before it starts), layers and
-the critical path, for summaries and engines.
-
-networkx is imported only where it is used: its import (about 0.1-0.3 s, mostly backend discovery)
-would otherwise be paid by every `dagflow run`.
-"""
+"""Graph views of a Plan: its check (check_plan, which every engine runs before it starts) and its
+depth, for summaries."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dagflow.errors import DagflowError
 from dagflow.plan.model import Plan
-
-if TYPE_CHECKING:
-    import networkx as nx
 
 
 class PlanError(DagflowError):
@@ -33,24 +24,9 @@ def check_plan(plan: Plan) -> None:
         seen.add(name)
 
 
-def to_networkx(plan: Plan) -> nx.DiGraph:
-    import networkx as nx
-
-    graph = nx.DiGraph()
-    graph.add_nodes_from(plan.nodes)
-    graph.add_edges_from(plan.edges())
-    return graph
-
-
 def depth(plan: Plan) -> int:
     """Number of layers: the longest chain of nodes. Plan.nodes is already in topological order."""
     level: dict[str, int] = {}
     for node in plan.nodes.values():
         level[node.name] = 1 + max((level[parent] for parent in node.parents), default=0)
     return max(level.values(), default=0)
-
-
-def critical_path(plan: Plan) -> list[str]:
-    import networkx as nx
-
-    return list(nx.dag_longest_path(to_networkx(plan)))

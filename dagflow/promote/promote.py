@@ -60,10 +60,6 @@ def parse_pointer(raw: bytes | None, url: str) -> dict | None:
     return data
 
 
-def read_pointer(store: Store, url: str) -> dict | None:
-    return parse_pointer(store.read(url), url)
-
-
 def promote(request: Request, store: Store | None = None) -> Verdict:
     """Decide and, when better, move the pointer. Raises on failure; the caller records it.
 

@@ -20,7 +20,7 @@ writer first ends the torn line with a newline so its own record stays whole.
 
 Attempts an engine may observe more than once (HTCondor's event log is read by every `status`) carry
 `key`, the engine's id of that attempt (the condor cluster id): the reader keeps only the first record
-of a (node, key), and `record_usage_once` does not append one whose (node, key) is already there.
+of a (node, key), and `record_usages_once` does not append one whose (node, key) is already there.
 
 Records are untrusted (execute hosts write them): a line whose numbers are not a sane measurement (NaN
 or an infinity, a negative amount, a wall time past a year, memory past MAX_MEMORY_MB, more than
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 USAGE_FILE = "usage.jsonl"
 WRITE_BYTES = 1 << 22  # record_lines_once's writes
 
-ENGINES = ("local", "condor", "slurm", "sge")
 REASON_OOM = "oom"
 REASON_TIMEOUT = "timeout"
 REASON_EVICTED = "evicted"
@@ -173,11 +172,6 @@ def record_usage(run_dir: Path, usage: NodeUsage) -> None:
     _append(usage_path(run_dir), encode_usage(usage))
 
 
-def record_usage_once(run_dir: Path, usage: NodeUsage) -> bool:
-    """Append `usage` unless a record of the same (node, key) is there already; True if it appended."""
-    return record_usages_once(run_dir, [usage]) == 1
-
-
 def record_usages_once(run_dir: Path, usages: Iterable[NodeUsage]) -> int:
     """Append those of `usages` whose (node, key) has no record yet (record_lines_once); how many.
 
@@ -186,7 +180,7 @@ def record_usages_once(run_dir: Path, usages: Iterable[NodeUsage]) -> int:
     """
     usages = list(usages)
     if any(usage.key is None for usage in usages):
-        raise ValueError("record_usage_once needs usage records with a key")
+        raise ValueError("record_usages_once needs usage records with a key")
     return record_lines_once(run_dir, ((usage.node, usage.key or "", encode_usage(usage)) for usage in usages))
 
 

@@ -91,10 +91,6 @@ class SpearmintExperiment:
     parallel: int | None = None  # max-concurrent (summed over resources)
     seed: int | None = None  # random-seed
 
-    @property
-    def task_names(self) -> tuple[str, ...]:
-        return (self.objective_task, *self.constraints)
-
     def space(self) -> SearchSpace:
         return SearchSpace(self.variables)
 

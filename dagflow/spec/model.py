@@ -30,14 +30,12 @@ STEP_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 MATRIX_VALUE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 MATRIX_VALUE_HELP = ("letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64 characters "
                      "(matrix values become node names and file names)")
-STEP_KINDS = ("transfer", "train", "evaluate", "command")
 OLD_OPTIMIZER_KEY = "engine"  # search.optimizer's deprecated name: it said nothing about where nodes run
 
 _size_schema = {"anyOf": [{"type": "string", "description": SIZE_HELP}, {"type": "number"}]}
 _duration_schema = {"anyOf": [{"type": "string", "description": DURATION_HELP}, {"type": "number"}]}
 
 SizeMB = Annotated[int, BeforeValidator(parse_size_mb), WithJsonSchema(_size_schema)]
-DurationS = Annotated[int, BeforeValidator(parse_duration_s), WithJsonSchema(_duration_schema)]
 Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER)]
 MatrixValue = Annotated[
     str,

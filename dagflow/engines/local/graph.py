@@ -36,12 +36,6 @@ class DagTracker:
     def has_ready(self) -> bool:
         return any(queue for _, queue in self.queues)
 
-    def drain_ready(self) -> list[str]:
-        names = [name for _, queue in self.queues for name in queue]
-        for _, queue in self.queues:
-            queue.clear()
-        return names
-
     def succeeded(self, name: str) -> list[str]:
         """Mark name done; return the children that now have every parent done."""
         self.waiting.pop(name, None)
