@@ -54,7 +54,7 @@ class TinyEngine(LocalEngineContract):
 ENGINE = EngineDeclaration(
     "dagflow_tiny_engine:TinyEngine",
     LOCAL_OPTIONS,
-    Capabilities(shared_filesystem=True, streams_progress=True, arrays=False),
+    Capabilities(streams_progress=True),
 )
 '''
 

@@ -202,7 +202,7 @@ def test_an_overlong_line_without_an_end_is_skipped_a_bounded_read_at_a_time(tmp
 
 
 def test_the_condor_engine_names_the_nodes_stderr_in_the_transfer_mode(tmp_path: Path) -> None:
-    assert engine_capabilities("condor") == Capabilities(shared_filesystem=False, streams_progress=True, arrays=False)
+    assert engine_capabilities("condor") == Capabilities(streams_progress=True)
     progress_files = engine_feature("condor", "progress_files")
     run_dir = tmp_path / "runs" / "r1"
     plan = _search_plan(tmp_path, True)

@@ -67,9 +67,7 @@ class EngineOption:
 class Capabilities:
     """What callers may count on from an engine, beyond the contract."""
 
-    shared_filesystem: bool  # its jobs must see the run directory (the batch node wrapper journals into it)
     streams_progress: bool  # metric lines a node writes can be read while it runs (early stopping)
-    arrays: bool  # it submits a step's nodes as one job array where the wiring allows
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +81,7 @@ class EngineDeclaration:
 
     target: str  # "module:Class" of the class implementing Engine
     options: tuple[EngineOption, ...] = ()
-    capabilities: Capabilities = Capabilities(shared_filesystem=True, streams_progress=False, arrays=False)
+    capabilities: Capabilities = Capabilities(streams_progress=False)
     legacy_marker: str | None = None  # a file marking a run it made before runs recorded their engine
     # "module:function" of its spec check (the module docstring); None: the engine has no fields of its own
     spec_check: str | None = None

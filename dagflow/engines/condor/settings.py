@@ -31,7 +31,7 @@ CONDOR_OPTIONS = (
 ENGINE = EngineDeclaration(
     "dagflow.engines.condor.engine:CondorEngine",
     CONDOR_OPTIONS,
-    Capabilities(shared_filesystem=False, streams_progress=True, arrays=False),
+    Capabilities(streams_progress=True),
     legacy_marker="condor/run.json",
     spec_check="dagflow.engines.condor.spec_checks:check_spec",
     section="dagflow.engines.condor.sections:SECTION",  # its `condor:` block, `requirements` and `classads`

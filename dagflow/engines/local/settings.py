@@ -22,6 +22,6 @@ LOCAL_OPTIONS = (
 ENGINE = EngineDeclaration(
     "dagflow.engines.local.contract:LocalEngineContract",
     LOCAL_OPTIONS,
-    Capabilities(shared_filesystem=True, streams_progress=True, arrays=False),
+    Capabilities(streams_progress=True),
     provides=(("check_devices", "dagflow.engines.local.devices:check_devices"),),  # `dagflow search run --gpus`
 )

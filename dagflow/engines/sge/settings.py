@@ -38,6 +38,6 @@ def checked_pe(pe: str) -> str:
 ENGINE = EngineDeclaration(
     "dagflow.engines.sge.engine:SgeEngine",
     SGE_OPTIONS,
-    Capabilities(shared_filesystem=True, streams_progress=True, arrays=True),
+    Capabilities(streams_progress=True),
     legacy_marker="sge",
 )

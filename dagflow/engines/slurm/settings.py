@@ -12,6 +12,6 @@ SLURM_OPTIONS: tuple[EngineOption, ...] = ()
 ENGINE = EngineDeclaration(
     "dagflow.engines.slurm.engine:SlurmEngine",
     SLURM_OPTIONS,
-    Capabilities(shared_filesystem=True, streams_progress=True, arrays=True),
+    Capabilities(streams_progress=True),
     legacy_marker="slurm",
 )
