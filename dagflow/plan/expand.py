@@ -33,7 +33,7 @@ from dagflow.plan.model import (
 )
 from dagflow.policies import GpuClass, gpu_classes
 from dagflow.spec.load import Spec
-from dagflow.spec.model import AUTO, NeedSpec, PipelineSpec, StepSpec
+from dagflow.spec.model import AUTO, NeedSpec, PipelineSpec, StepSpec, fan_out_axes
 from dagflow.spec.sections import NO_ENGINES, EngineSections
 from dagflow.spec.sharing import shared_outputs
 from dagflow.spec.templates import Template, parse_template
@@ -379,7 +379,7 @@ def _step_info(name: str, step: StepSpec, model: PipelineSpec, engines: EngineSe
     return StepInfo(
         name=name,
         kind=step.kind,
-        axes=_axes(step, model),
+        axes=fan_out_axes(model.matrix, step.over, step.matrix.names if step.matrix is not None else ()),
         resources=_resources(step),
         retries=step.retries.count,
         retry_unless_exit=tuple(step.retries.unless_exit),
@@ -392,12 +392,6 @@ def _step_info(name: str, step: StepSpec, model: PipelineSpec, engines: EngineSe
         runtime=_runtime(step, model),
         engine_fields={engine: fields for engine, section in engines.sections if (fields := section.fields_of(step))},
     )
-
-
-def _axes(step: StepSpec, model: PipelineSpec) -> tuple[str, ...]:
-    """The pipeline's axes the step neither gathers over nor names in its own matrix, then its own."""
-    own = step.matrix.names if step.matrix is not None else ()
-    return (*(axis for axis in model.matrix if axis not in step.over and axis not in own), *own)
 
 
 def _runtime(step: StepSpec, model: PipelineSpec) -> Runtime:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -219,6 +219,12 @@ class StepMatrixSpec(Strict):
         names = self.names
         crossed = list(itertools.product(*self.axes.values())) if self.axes else []
         return crossed + [tuple(row[name] for name in names) for row in self.include]
+
+
+def fan_out_axes(pipeline: Iterable[str], over: Collection[str], own: Sequence[str]) -> tuple[str, ...]:
+    """The axes a step fans out over: the pipeline's it neither gathers over nor names in its own matrix, then
+    its own. The one rule: the plan's expansion and validation of the document as written both use it."""
+    return (*(axis for axis in pipeline if axis not in over and axis not in own), *own)
 
 
 def _pairs(row: Mapping[str, str]) -> str:

@@ -42,6 +42,7 @@ from dagflow.spec.model import (
     SearchSpec,
     StepSpec,
     VariableSpec,
+    fan_out_axes,
 )
 from dagflow.spec.runtime_checks import runtime_errors
 from dagflow.spec.schema_messages import schema_message
@@ -554,12 +555,9 @@ class _Checker:
             self.add(path, CONTROL_CHARACTERS_MESSAGE, hint=CONTROL_CHARACTERS_HINT)
 
 
-def step_axes(step: dict[str, Any], matrix: dict[str, Any]) -> list[str]:
-    """The axes a step (as written) fans out over: the pipeline's it neither gathers over nor names in its own
-    matrix, then its own (the one rule, plan/expand.py's _step_info, on the document's raw data)."""
-    over = set(_over_axes(step))
-    own = _own_axes(step)
-    return [axis for axis in matrix if axis not in over and axis not in own] + own
+def step_axes(step: dict[str, Any], matrix: dict[str, Any]) -> tuple[str, ...]:
+    """The axes a step (as written) fans out over: model.py's fan_out_axes on the document's raw data."""
+    return fan_out_axes(matrix, set(_over_axes(step)), _own_axes(step))
 
 
 def _over_axes(step: dict[str, Any]) -> list[str]:
