@@ -39,7 +39,7 @@ PHASES = """\
 import json, sys, time
 from dagflow.engines.registry import spec_checks
 from dagflow.plan.expand import expand
-from dagflow.resources.auto import AutoResources
+from dagflow.run.resources.auto import AutoResources
 from dagflow.spec import load_spec
 times = {}
 start = time.process_time()

@@ -40,17 +40,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "engine-contract",
         ("dagflow.engines", "dagflow.engines.base", "dagflow.engines.registry"),
     ),
-    # the run directory and what is read back from run directories (resources: earlier runs' usage, the
+    # the run directory and what is read back from run directories (run/resources: earlier runs' usage, the
     # `auto` requests it suggests)
-    ("run", ("dagflow.resources", "dagflow.run")),
+    ("run", ("dagflow.run",)),
     # the expanded, engine-neutral DAG
     ("plan", ("dagflow.plan",)),
     # the user's document, typed and validated
     ("spec", ("dagflow.spec",)),
-    # self-contained libraries on leaf helpers only: S3/local transfer (what transfer nodes run; the spec
-    # checks s3:// locations with it), the policy files
-    ("libraries", ("dagflow.policies", "dagflow.transfer")),
-    # leaf helpers: import nothing of dagflow
+    # leaf helpers: import only each other, nothing of the layers above (transfer: S3/local copies, what
+    # transfer nodes run and the spec checks s3:// locations with; policies: the policy files)
     (
         "leaf",
         (
@@ -65,7 +63,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dagflow.gpus",
             "dagflow.lazy",
             "dagflow.palette",
+            "dagflow.policies",
             "dagflow.text",
+            "dagflow.transfer",
         ),
     ),
 )
@@ -180,7 +180,7 @@ def test_every_module_has_a_layer() -> None:
 def test_the_walk_sees_every_kind_of_import() -> None:
     edges = graph()
     assert edges.has_edge("dagflow.spec.load", "dagflow.spec.yamlpos")  # module level, absolute
-    assert edges.has_edge("dagflow.cli.resources_cmds", "dagflow.resources.suggest")  # inside a function
+    assert edges.has_edge("dagflow.cli.resources_cmds", "dagflow.run.resources.suggest")  # inside a function
     assert edges.has_edge("dagflow.run.usage", "dagflow.plan")  # under TYPE_CHECKING
     assert edges.has_edge("dagflow.engines.condor.submit_writer", "dagflow.spec.attributes")  # from PKG import MODULE
 

@@ -81,8 +81,8 @@ def test_a_local_node_over_its_memory_runs_again_with_more(tmp_path: Path) -> No
     ]
     assert usage[0].peak_memory_mb is not None and usage[0].peak_memory_mb > 128
     # and what suggest learns from it: at least the 256 MB that ran out, x2
-    from dagflow.resources.history import RunUsage
-    from dagflow.resources.suggest import suggest
+    from dagflow.run.resources.history import RunUsage
+    from dagflow.run.resources.suggest import suggest
 
     learned = suggest([RunUsage("r1", tmp_path / "runs" / "r1", usage)])["hog"]["memory"]
     assert learned.evidence.failures == 2 and learned.value is not None and learned.value >= 512

@@ -16,9 +16,9 @@ from test_local_support import cli_env
 
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
-from dagflow.resources.auto import AutoResources
-from dagflow.resources.history import pipeline_history
-from dagflow.resources.suggest import percentile, round_duration_s, round_memory_mb, suggest
+from dagflow.run.resources.auto import AutoResources
+from dagflow.run.resources.history import pipeline_history
+from dagflow.run.resources.suggest import percentile, round_duration_s, round_memory_mb, suggest
 from dagflow.run.usage import NodeUsage, record_usage
 from dagflow.spec import load_spec
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from test_local_support import cli_env
 from test_resources_suggest import _history, _pipeline, _record
 
-from dagflow.resources.history import pipeline_history
-from dagflow.resources.suggest import MIN_RECORDS, OUTLIER_FACTOR, round_duration_s, round_memory_mb, suggest
+from dagflow.run.resources.history import pipeline_history
+from dagflow.run.resources.suggest import MIN_RECORDS, OUTLIER_FACTOR, round_duration_s, round_memory_mb, suggest
 from dagflow.run.usage import USAGE_FILE
 
 

@@ -171,8 +171,8 @@ def load_plan_or_exit(
     """
     from dagflow.engines.registry import spec_checks
     from dagflow.plan.overrides import parse_overrides, plan_with
-    from dagflow.resources.auto import AutoResources
     from dagflow.run.ids import validate_run_id
+    from dagflow.run.resources.auto import AutoResources
     from dagflow.spec import load_spec
 
     try:

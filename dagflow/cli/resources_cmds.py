@@ -43,8 +43,8 @@ def suggest_command(
     when there is no history to learn from.
     """
     from dagflow.engines.registry import spec_checks
-    from dagflow.resources.history import default_runs_dirs, pipeline_history, skipped_warnings
-    from dagflow.resources.suggest import PERCENTILE, suggest
+    from dagflow.run.resources.history import default_runs_dirs, pipeline_history, skipped_warnings
+    from dagflow.run.resources.suggest import PERCENTILE, suggest
     from dagflow.spec import load_spec
 
     try:
@@ -84,7 +84,7 @@ def _current(step: Any) -> dict[str, Any]:
 
 
 def _as_json(pipeline: str, runs: int, learned: dict, current: dict) -> dict[str, Any]:
-    from dagflow.resources.suggest import PERCENTILE
+    from dagflow.run.resources.suggest import PERCENTILE
 
     steps: dict[str, Any] = {}
     for step, fields in learned.items():
@@ -121,7 +121,7 @@ def _print_table(pipeline: str, runs: int, learned: dict, current: dict) -> None
     from rich.table import Table
 
     from dagflow.console import FittedTable, stdout_console
-    from dagflow.resources.suggest import PERCENTILE
+    from dagflow.run.resources.suggest import PERCENTILE
 
     table = Table(
         title=f"{pipeline}: requests learned from {plural(runs, 'past run')}",

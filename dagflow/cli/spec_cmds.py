@@ -47,7 +47,7 @@ def validate(
     it is not.
     """
     from dagflow.plan.expand import expand
-    from dagflow.resources.auto import AutoResources
+    from dagflow.run.resources.auto import AutoResources
     from dagflow.search.checks import check_search
     from dagflow.spec import load_spec
 
@@ -119,6 +119,6 @@ def plan(
         from rich.console import Console
 
         Console().print(render.table(expanded, limit=limit or None))
-        for name, step in expanded.steps.items():  # where `auto` resources came from (dagflow/resources/auto.py)
+        for name, step in expanded.steps.items():  # where `auto` resources came from (dagflow/run/resources/auto.py)
             for field, note in step.resource_notes.items():
                 print(f"{name}.{field}: {note}")

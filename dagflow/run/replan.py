@@ -23,7 +23,7 @@ def replanned(layout: RunLayout, plan: Plan, checks: Sequence[SpecCheck] = ()) -
     and gives a different plan; else None. checks: the engines' spec checks (engines/registry.py
     spec_checks) the edited file is loaded with, as the run's engine gives them."""
     from dagflow.plan.overrides import Overrides, plan_with
-    from dagflow.resources.auto import AutoResources
+    from dagflow.run.resources.auto import AutoResources
     from dagflow.spec import load_spec
 
     source = pipeline_path(plan)

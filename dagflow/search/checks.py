@@ -67,7 +67,7 @@ def metrics_clash(spec: Spec, filename: str, search_name: str | None = None) -> 
     """Trials that run at the same time must not write one metrics file: compare the files of two
     trials of the first region (when parallel > 1) and of one trial per region."""
     from dagflow.plan.expand import expand
-    from dagflow.resources.auto import AutoResources
+    from dagflow.run.resources.auto import AutoResources
 
     search, model = spec.model.search, spec.model
     assert search is not None

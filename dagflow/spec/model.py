@@ -49,7 +49,7 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
 
-AUTO = "auto"  # a resource learned from the pipeline's past runs at plan time (dagflow/resources/)
+AUTO = "auto"  # a resource learned from the pipeline's past runs at plan time (dagflow/run/resources/)
 
 
 def _auto_or(parse: Any) -> Any:

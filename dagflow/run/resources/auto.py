@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from dagflow.errors import Diagnostic
 from dagflow.plan.model import Resources, StepInfo
-from dagflow.resources.history import default_runs_dirs, pipeline_history, skipped_warnings
-from dagflow.resources.suggest import Suggestion, suggest
+from dagflow.run.resources.history import default_runs_dirs, pipeline_history, skipped_warnings
+from dagflow.run.resources.suggest import Suggestion, suggest
 from dagflow.spec.load import Spec
 from dagflow.spec.model import AUTO, StepSpec
 from dagflow.spec.yamlpos import dotted

@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dagflow.resources.history import RunUsage, records_by_step
+from dagflow.run.resources.history import RunUsage, records_by_step
 from dagflow.run.usage import HELD_PREFIX, REASON_OOM, REASON_TIMEOUT, NodeUsage
 
 PERCENTILE = 95.0
