@@ -32,7 +32,7 @@ from dagflow.engines.batch.script import JobScriptError, shell_word
 from dagflow.engines.batch.units import plan_units
 from dagflow.engines.sge import commands as sge_commands
 from dagflow.engines.sge.submit import Submission as SgeSubmission
-from dagflow.engines.sge.units import sge_units
+from dagflow.engines.sge.submit import sge_units
 from dagflow.engines.slurm import commands as slurm_commands
 from dagflow.engines.slurm.submit import Submission as SlurmSubmission
 from dagflow.errors import EXIT_USAGE, DagflowError

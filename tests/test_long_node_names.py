@@ -22,7 +22,7 @@ from dagflow.engines.batch.units import plan_units
 from dagflow.engines.condor.compile import compile_plan
 from dagflow.engines.sge import commands as sge_commands
 from dagflow.engines.sge.submit import Submission as SgeSubmission
-from dagflow.engines.sge.units import sge_units
+from dagflow.engines.sge.submit import sge_units
 from dagflow.engines.slurm import commands as slurm_commands
 from dagflow.engines.slurm.submit import Submission as SlurmSubmission
 from dagflow.files import MAX_STEM_BYTES, file_stem

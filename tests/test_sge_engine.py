@@ -20,11 +20,10 @@ import pytest
 from rich.console import Console
 
 from dagflow.engines.batch.node import main as node_main
+from dagflow.engines.batch.records import BatchRecords
 from dagflow.engines.registry import engine_class, read_run_status
 from dagflow.engines.sge import SgeEngine, commands, resume_sge, submit_sge, wait_sge
-from dagflow.engines.sge.records import SgeRecords
-from dagflow.engines.sge.submit import qsub_options
-from dagflow.engines.sge.units import sge_units
+from dagflow.engines.sge.submit import qsub_options, sge_units
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.journal import read_journal
@@ -113,7 +112,7 @@ def test_steps_become_arrays_held_on_their_parents_with_placement(tmp_path: Path
     assert [(unit.name, sorted(unit.tasks)) for unit in units] == [
         ("fetch", [1, 2, 3]), ("train", [1, 2, 3]), ("gpu", [-1]), ("report", [-1]),
     ]  # fmt: skip
-    records = SgeRecords(tmp_path / "run")
+    records = BatchRecords(tmp_path / "run", "sge")
     train = qsub_options(plan, units[1], records)
     assert train[train.index("-pe") : train.index("-pe") + 3] == ["-pe", "smp", "2"]
     assert "mem_free=256M" in train and "-t" in train and train[train.index("-t") + 1] == "1-3"
@@ -226,7 +225,7 @@ def test_a_failure_stops_only_its_descendants_and_resume_runs_only_what_did_not_
     (tmp_path / "fixed").touch()
     resumed = resume_sge(submitted.layout.run_id, runs(tmp_path))
     assert resumed.sub == 2 and resumed.nodes == 3
-    _, jobs = SgeRecords(submitted.layout.run_dir).latest()
+    _, jobs = BatchRecords(submitted.layout.run_dir, "sge").latest()
     assert sorted(node for job in jobs for node in job.tasks.values()) == ["evaluate.br", "report", "train.br"]
     status = finish(submitted.layout)
     assert status.state == "succeeded", rendered(status)

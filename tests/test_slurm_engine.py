@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from dagflow.engines.batch.records import BatchRecords
 from dagflow.engines.registry import read_run_status
 from dagflow.engines.slurm import SlurmEngine, commands, resume_slurm, submit_slurm, wait_slurm
-from dagflow.engines.slurm.records import SlurmRecords
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.journal import read_journal
@@ -129,7 +129,7 @@ def test_a_failed_node_cancels_its_descendants_while_an_independent_branch_finis
     (tmp_path / "fixed").touch()
     resumed = resume_slurm(submitted.layout.run_id, runs(tmp_path))
     assert resumed.sub == 2 and resumed.nodes == 3
-    _, jobs = SlurmRecords(submitted.layout.run_dir).latest()
+    _, jobs = BatchRecords(submitted.layout.run_dir, "slurm").latest()
     assert sorted(node for job in jobs for node in job.tasks.values()) == ["evaluate.br", "report", "train.br"]
     status = finish(submitted.layout)
     assert status.state == "succeeded", rendered(status)

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from dagflow.engines.batch.records import BatchRecords
 from dagflow.engines.batch.units import SINGLE, plan_units
 from dagflow.engines.registry import spec_checks
 from dagflow.engines.slurm import commands
-from dagflow.engines.slurm.records import SlurmRecords
-from dagflow.engines.slurm.script import NODE_SH, render_script
-from dagflow.engines.slurm.submit import array_spec, comment, sbatch_options, time_limit_minutes
+from dagflow.engines.slurm.submit import array_spec, comment, render_script, sbatch_options, time_limit_minutes
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.journal import read_journal
@@ -93,7 +92,7 @@ def test_steps_wider_than_max_array_size_are_chunked_and_chunks_still_correspond
 def test_sbatch_options_carry_resources_limits_and_the_dagflow_attributes(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, CHAIN)
     units = {unit.name: unit for unit in plan_units(plan, plan.nodes, max_array=1001)}
-    records = SlurmRecords(tmp_path)
+    records = BatchRecords(tmp_path, "slurm")
     gpu = sbatch_options(plan, units["gpu"], records)
     assert {"--gres=gpu:2", "--cpus-per-task=3", "--mem=2048M", "--kill-on-invalid-dep=yes"} <= set(gpu)
     assert "--job-name=gpu:r1" in gpu
@@ -143,8 +142,8 @@ steps:
 def run_wrapped(tmp_path: Path, plan: Plan, name: str) -> int:
     run_dir = tmp_path / "run"
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    records = SlurmRecords(run_dir)
-    records.create(NODE_SH)
+    records = BatchRecords(run_dir, "slurm")
+    records.create()
     script = records.scripts_dir / f"{name}.sh"
     script.write_text(render_script(plan, plan.steps[plan.nodes[name].step], {SINGLE: name}, run_dir, []))
     env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM")}

@@ -65,7 +65,7 @@ def compile_command(
                              honoured_by="condor")
     out_dir = output if output is not None else Path(".dagflow") / "runs" / plan.run_id / "condor"
     try:
-        compile_dag = engine_feature("condor", "compile")  # engines/condor/commands.py
+        compile_dag = engine_feature("condor", "compile")  # engines/condor/compile.py
         dag = compile_dag(plan, out_dir, max_gpu_jobs, data_mode)
     except DagflowError as error:
         fail(error)

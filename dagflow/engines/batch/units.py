@@ -1,5 +1,5 @@
 """Group the nodes to submit into batch jobs (Slurm's and Grid Engine's, which renumbers the tasks:
-engines/sge/units.py): one job array per step where the wiring allows, else one job per node.
+engines/sge/submit.py sge_units): one job array per step where the wiring allows, else one job per node.
 
 An array carries one dependency for all its tasks, so a step becomes an array only when, towards each
 parent step, its wiring is one of two shapes Slurm (and Grid Engine) can say in one clause:

@@ -84,3 +84,9 @@ def compile_plan(
         layout.node_wrapper.chmod(0o755)
     partial.replace(files.dag)
     return files.dag
+
+
+def compile_dag(plan: Plan, out_dir: Path, max_gpu_jobs: int, data_mode: str | None) -> Path:
+    """`dagflow compile` (settings.py declares it, the CLI reaches it through the registry): plan's DAGMan
+    input in out_dir, at most max_gpu_jobs GPU nodes submitted at once; the .dag file."""
+    return compile_plan(plan, out_dir, options=DagOptions(max_gpu_jobs=max_gpu_jobs), data_mode=data_mode)

@@ -36,7 +36,7 @@ ENGINE = EngineDeclaration(
     spec_check="dagflow.engines.condor.spec_checks:check_spec",
     section="dagflow.engines.condor.sections:SECTION",  # its `condor:` block, `requirements` and `classads`
     provides=(
-        ("compile", "dagflow.engines.condor.commands:compile_dag"),  # `dagflow compile`
+        ("compile", "dagflow.engines.condor.compile:compile_dag"),  # `dagflow compile`
         ("lint", "dagflow.engines.condor.lint"),  # `dagflow lint`
         ("cron", "dagflow.engines.condor.cron"),  # `dagflow schedule install --condor`
         ("progress_files", "dagflow.engines.condor.progress:progress_files"),  # search early stopping

@@ -4,7 +4,20 @@ Placement: `-pe <pe> N` for cpus above one, `-l mem_free=<M>M` for memory (a sch
 queue's `h_vmem` would be a hard address-space limit, which kills Python programs that map more than they
 use), `-l gpu=N` (the cluster's consumable complex) and `-l h_rt` as a backstop above the wrapper's own
 per-attempt timeouts. Names: `-N <unit>.<run id>` (a single node's unit is the node, so it carries its
-matrix values) and the Dagflow attributes as the job's context (`-ac`, shown by `qstat -j`).
+matrix values) and the Dagflow attributes as the job's context (`-ac`, shown by `qstat -j`). The job
+numbers go in the batch engines' records (engines/batch/records.py) under `<run>/sge/`.
+
+Jobs: the batch engines' grouping (engines/batch/units.py, one job array per step where the wiring allows),
+renumbered. `qsub -t` takes one range, and `-hold_jid_ad` (task i waits for task i of the parent array,
+Slurm's `aftercorr`) wants both arrays to have the same range. So an array's tasks are numbered 1..n in the
+order of their index within the step: two arrays that correspond submit the same indices, so they get the
+same numbers, and a resume that submits only some of a step's nodes still gets one range. A single-node
+job's task is -1.
+
+Each job's script runs its node(s) through the shared node wrapper (engines/batch/node.py) with
+`--parent`: `-hold_jid` waits for a parent job to end, not to succeed, so the wrapper checks its parents'
+journal records and journals `upstream_failed` instead of running below a failure. Retries and
+`unless_exit` happen inside the job, as on Slurm.
 """
 
 from __future__ import annotations
@@ -14,14 +27,14 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from dagflow.engines.batch.records import BatchRecords, JobRecord
+from dagflow.engines.batch.script import SINGLE, CancelMarker, job_script
 from dagflow.engines.batch.submission import UnitSubmission, job_attributes, option_path, time_limit_s
+from dagflow.engines.batch.units import Unit, plan_units
 from dagflow.engines.sge import commands
-from dagflow.engines.sge.records import JobRecord, SgeRecords
-from dagflow.engines.sge.script import render_script
 from dagflow.engines.sge.settings import DEFAULT_PE
-from dagflow.engines.sge.units import Unit, sge_units
 from dagflow.errors import DagflowError
-from dagflow.plan import Plan
+from dagflow.plan import Plan, StepInfo
 
 _NOT_IN_NAME = re.compile(r"[\s/:@\\*?,]")  # characters Grid Engine refuses in a job name (and -ac's comma)
 # Measured with qsub 8.1.9: -o and -wd expand $JOB_ID, $TASK_ID, $HOME, ... (a job in Eqw when the result is
@@ -30,13 +43,34 @@ _EXPANDS = {"$": "Grid Engine expands $JOB_ID, $HOME, ... in it"}
 _IN_OUTPUT = {**_EXPANDS, ":": "-o reads it as host:path", ",": "-o reads it as a list of paths"}
 
 
+def sge_units(plan: Plan, todo: Iterable[str], max_array: int, arrays: bool = True) -> list[Unit]:
+    units = plan_units(plan, todo, max_array, arrays)
+    for unit in units:
+        if unit.is_array:
+            unit.tasks = {number: unit.tasks[task] for number, task in enumerate(sorted(unit.tasks), start=1)}
+    return units
+
+
+def render_script(
+    plan: Plan,
+    step: StepInfo,
+    tasks: dict[int, str],
+    run_dir: Path,
+    qsub_argv: list[str],
+    cancel: CancelMarker | None = None,
+) -> str:
+    """The job script of one unit; tasks maps array task id (-1: not an array) to node name."""
+    ids = ("$JOB_ID" if list(tasks) == [SINGLE] else "$JOB_ID.$SGE_TASK_ID", "SGE_TASK_ID")
+    return job_script(plan, step, tasks, run_dir, ("qsub", qsub_argv), ids, parents=True, cancel=cancel)
+
+
 def context(plan: Plan, unit: Unit) -> str:
     """The Dagflow attributes of a job as `-ac name=value,...`; values with a comma cannot be said there."""
     attrs = job_attributes(plan, unit, with_node=True)
     return ",".join(f"{name}={value}" for name, value in attrs.items() if "," not in f"{value}")
 
 
-def qsub_options(plan: Plan, unit: Unit, records: SgeRecords, pe: str = DEFAULT_PE) -> list[str]:
+def qsub_options(plan: Plan, unit: Unit, records: BatchRecords, pe: str = DEFAULT_PE) -> list[str]:
     step = plan.steps[unit.step]
     res = step.resources
     options = [
@@ -65,7 +99,7 @@ class Submission(UnitSubmission):
     """Submits units in order, resolving each one's holds to the job numbers already submitted."""
 
     def __init__(self, plan: Plan, run_dir: Path, sub: int, pe: str = DEFAULT_PE) -> None:
-        super().__init__(plan, run_dir, SgeRecords(run_dir), sub)
+        super().__init__(plan, run_dir, BatchRecords(run_dir, "sge"), sub)
         self.pe = pe
 
     def _holds(self, unit: Unit) -> list[str]:

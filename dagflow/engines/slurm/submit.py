@@ -1,4 +1,13 @@
-"""Submitting a plan's unfinished nodes as sbatch jobs, and recording their job ids in the run directory."""
+"""Submitting a plan's unfinished nodes as sbatch jobs, and recording their job ids in the run directory
+(the batch engines' records, engines/batch/records.py, under `<run>/slurm/`).
+
+Each job array or single-node job's batch script runs its node(s) through the shared node wrapper
+(`python -m dagflow.engines.batch.node`, see engines/batch/node.py), which does for one node what the local
+runner does: journals each attempt's `start` and `end`, sends the node's output to `logs/<node>.out|.err`,
+and retries. Slurm has no per-job retry count, so attempts happen inside the job, and only the last failure
+fails the job (which is what `afterok` and `kill_invalid_depend` act on). Each attempt has the step's
+timeout; the job's `--time` is a backstop sized for every attempt.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +18,26 @@ from collections.abc import Iterable
 from itertools import groupby
 from pathlib import Path
 
+from dagflow.engines.batch.records import BatchRecords, JobRecord
+from dagflow.engines.batch.script import CancelMarker, job_script
 from dagflow.engines.batch.submission import UnitSubmission, job_attributes, option_path, time_limit_s
 from dagflow.engines.batch.units import Unit, plan_units
 from dagflow.engines.slurm import commands
-from dagflow.engines.slurm.records import JobRecord, SlurmRecords
-from dagflow.engines.slurm.script import render_script
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan, StepInfo
+
+
+def render_script(
+    plan: Plan,
+    step: StepInfo,
+    tasks: dict[int, str],
+    run_dir: Path,
+    sbatch_argv: list[str],
+    cancel: CancelMarker | None = None,
+) -> str:
+    """The batch script of one unit; tasks maps array task id (-1: not an array) to node name."""
+    ids = ("$SLURM_JOB_ID", "SLURM_ARRAY_TASK_ID")
+    return job_script(plan, step, tasks, run_dir, ("sbatch", sbatch_argv), ids, parents=False, cancel=cancel)
 
 
 def array_spec(tasks: Iterable[int]) -> str:
@@ -46,7 +68,7 @@ def filename_pattern(path: Path, option: str) -> str:
     return text.replace("%", "%%")
 
 
-def sbatch_options(plan: Plan, unit: Unit, records: SlurmRecords) -> list[str]:
+def sbatch_options(plan: Plan, unit: Unit, records: BatchRecords) -> list[str]:
     step = plan.steps[unit.step]
     res = step.resources
     log = filename_pattern(records.wrapper_log, "--output")
@@ -77,7 +99,7 @@ class Submission(UnitSubmission):
     """Submits units in order, resolving each one's dependencies to the job ids already submitted."""
 
     def __init__(self, plan: Plan, run_dir: Path, sub: int) -> None:
-        super().__init__(plan, run_dir, SlurmRecords(run_dir), sub)
+        super().__init__(plan, run_dir, BatchRecords(run_dir, "slurm"), sub)
 
     def _dependency(self, unit: Unit) -> str | None:
         clauses: dict[str, list[str]] = {}
