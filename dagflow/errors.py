@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 EXIT_USAGE = 2  # bad input: the user's file or arguments
@@ -30,6 +31,14 @@ class Diagnostic:
         if self.hint:
             text += f"; {self.hint}"
         return text
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The "did you mean" hint of every error that names something unknown."""
+    import difflib  # not for every importer of this module: only an error pays for it
+
+    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean {matches[0]!r}?" if matches else None
 
 
 class DagflowError(Exception):

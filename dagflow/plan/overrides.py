@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 from typing import Any
 
-from dagflow.errors import DagflowError, SpecError
+from dagflow.errors import DagflowError, SpecError, closest
 from dagflow.plan.expand import StepResolver, expand, param_text
 from dagflow.plan.model import Plan
 from dagflow.spec.load import Spec
@@ -107,9 +106,9 @@ def check_overrides(spec: Spec, overrides: Overrides) -> None:
     for name in overrides.params:
         if name not in model.params:
             known = ", ".join(model.params) or "none: the pipeline has no params"
-            close = get_close_matches(name, list(model.params), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise OverrideError(f"--set {name}: {name!r} is not a param of {where} (its params: {known}){hint}")
+            hint = closest(name, model.params)
+            raise OverrideError(f"--set {name}: {name!r} is not a param of {where} (its params: {known})"
+                                + (f"; {hint}" if hint else ""))
 
 
 def plan_with(spec: Spec, run_id: str | None, overrides: Overrides, *, resolve: StepResolver | None) -> Plan:

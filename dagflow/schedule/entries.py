@@ -14,10 +14,9 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from difflib import get_close_matches
 from pathlib import Path
 
-from dagflow.errors import DagflowError
+from dagflow.errors import DagflowError, closest
 from dagflow.plan.overrides import check_overrides, parse_overrides
 from dagflow.spec.cron import normalize
 from dagflow.spec.load import Spec
@@ -108,10 +107,9 @@ class RunFlags:
         steps = list(spec.model.steps)
         for name in self.force:
             if name not in steps:
-                close = get_close_matches(name, steps, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                known = ", ".join(steps)
-                raise ScheduleError(f"--force {name!r}: not a step of {spec.file} (its steps: {known}){hint}")
+                hint = closest(name, steps)
+                raise ScheduleError(f"--force {name!r}: not a step of {spec.file} (its steps: {', '.join(steps)})"
+                                    + (f"; {hint}" if hint else ""))
         words = [
             *(word for item in self.only for word in ("--only", item)),
             *(word for item in self.sets for word in ("--set", item)),

@@ -12,9 +12,8 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from dagflow.errors import Diagnostic
+from dagflow.errors import Diagnostic, closest
 from dagflow.spec.model import PipelineSpec
-from dagflow.spec.suggest import closest
 from dagflow.spec.yamlpos import dotted
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})

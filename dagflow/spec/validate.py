@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dagflow.errors import Diagnostic
+from dagflow.errors import Diagnostic, closest
 from dagflow.gpu_memory import GPU_MEMORY
 from dagflow.policies import gpu_classes
 from dagflow.spec.command_files import missing_scripts
@@ -48,7 +48,6 @@ from dagflow.spec.runtime_checks import runtime_errors
 from dagflow.spec.schema_messages import schema_message
 from dagflow.spec.sections import NO_ENGINES, EngineSections
 from dagflow.spec.sharing import undeclared_sharing
-from dagflow.spec.suggest import closest
 from dagflow.spec.templates import FILE_FIELDS, FILE_VARIABLE, TemplateError, parse_template
 from dagflow.spec.units import DURATION_HELP, SIZE_HELP
 from dagflow.spec.value_files import ValueFileError, read_rows
