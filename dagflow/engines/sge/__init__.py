@@ -23,8 +23,6 @@ _EXPORTS = {
     "resume_sge": "engine",
     "submit_sge": "engine",
     "wait_sge": "engine",
-    "is_sge_run": "observe",
-    "read_sge_status": "observe",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -18,10 +18,9 @@ from dagflow.engines.batch.observe import BatchObserver
 from dagflow.engines.batch.records import JobRecord
 from dagflow.engines.sge import commands
 from dagflow.run.journal import FAILED, INTERRUPTED, PENDING, Event, end_event
-from dagflow.run.layout import RunLayout
-from dagflow.run.status import HELD, QUEUED, RunStatus
+from dagflow.run.status import HELD, QUEUED
 
-__all__ = ["OBSERVER", "is_sge_run", "read_sge_status"]
+__all__ = ["OBSERVER"]
 
 KILLED = "its Grid Engine job ended without a result (h_rt, memory, or its host)"
 
@@ -47,12 +46,3 @@ class SgeObserver(BatchObserver[commands.QueuedJob]):
 
 
 OBSERVER = SgeObserver(commands.queued_jobs)
-
-
-def is_sge_run(layout: RunLayout) -> bool:
-    return OBSERVER.is_run(layout)
-
-
-def read_sge_status(layout: RunLayout) -> RunStatus:
-    """The run's status after reconciling with Grid Engine (see BatchObserver.read_status)."""
-    return OBSERVER.read_status(layout)

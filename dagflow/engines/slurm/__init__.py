@@ -22,8 +22,6 @@ _EXPORTS = {
     "resume_slurm": "engine",
     "submit_slurm": "engine",
     "wait_slurm": "engine",
-    "is_slurm_run": "observe",
-    "read_slurm_status": "observe",
 }
 __all__ = sorted(_EXPORTS)
 

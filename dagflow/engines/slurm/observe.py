@@ -17,8 +17,7 @@ from dagflow.engines.batch.observe import BatchObserver
 from dagflow.engines.batch.records import JobRecord
 from dagflow.engines.slurm import commands
 from dagflow.run.journal import FAILED, INTERRUPTED, PENDING, Event, end_event
-from dagflow.run.layout import RunLayout
-from dagflow.run.status import HELD, QUEUED, RunStatus
+from dagflow.run.status import HELD, QUEUED
 
 # Slurm job states a node's job can end in without the wrapper journaling it, and what they mean.
 _SLURM_END = {
@@ -62,12 +61,3 @@ class SlurmObserver(BatchObserver[commands.QueuedJob]):
 
 
 OBSERVER = SlurmObserver(commands.queued_jobs)
-
-
-def is_slurm_run(layout: RunLayout) -> bool:
-    return OBSERVER.is_run(layout)
-
-
-def read_slurm_status(layout: RunLayout) -> RunStatus:
-    """The run's status after reconciling with Slurm (see BatchObserver.read_status)."""
-    return OBSERVER.read_status(layout)
