@@ -145,12 +145,6 @@ def vars_escape(text: str) -> str:
     return text
 
 
-def vars_value(value: str, what: str = "value") -> str:
-    """A DAGMan VARS value: double-quoted, with `\\` and `"` backslash-escaped."""
-    check_text(value, what)
-    return '"' + vars_escape(value) + '"'
-
-
 def macro_name(name: str) -> str:
     """A VARS macro name: [A-Za-z0-9_]+ and not starting with `queue` (DAGMan's rules)."""
     if not _MACRO_NAME.fullmatch(name):
