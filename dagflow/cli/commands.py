@@ -4,18 +4,23 @@ A command module registers its commands when imported. A command line that names
 the module holding it (cli/root_help.py COMMANDS says which), so that a command pays for no other
 command's declarations; one that names none (--install-completion, completion, a mistyped command) and
 `from dagflow.cli import app` register every module.
+
+Help texts are written in the source's line width, and typer keeps those line breaks, so at 80 columns a
+paragraph would come out ragged: click_command makes each paragraph one line for rich to wrap (tidy_help).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import typer
+from rich.markup import escape
 
 from dagflow.cli.common import print_json_error
-from dagflow.cli.help_text import tidy_help
 from dagflow.cli.root import app
 
 # In the order `dagflow --help` lists their commands.
@@ -50,10 +55,35 @@ def modules_for(argv: Sequence[str]) -> tuple[str, ...]:
 
 
 def click_command() -> typer.main.TyperGroup:
-    """The click command tree typer builds from the app, with its help tidied (cli/help_text.py)."""
+    """The click command tree typer builds from the app, with its help tidied."""
     command = typer.main.get_command(app)
     tidy_help(command)
     return command  # type: ignore[return-value]
+
+
+def tidy_help(command: Any) -> None:
+    """Tidy the help of command (a click command or group), its parameters and every subcommand: each
+    paragraph on one line. Help is rich markup to typer, so `[default: ...]` in a help string would vanish
+    as an unknown style tag: it is escaped to show as written."""
+    if command.help:
+        command.help = _tidy(command.help)
+    if command.short_help:
+        command.short_help = _tidy(command.short_help)
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = _tidy(param.help)
+    for subcommand in getattr(command, "commands", {}).values():
+        tidy_help(subcommand)
+
+
+def _tidy(text: str) -> str:
+    """text with each paragraph (a blank line ends one) on one line, escaped; a paragraph starting with
+    `\\b` (click's "do not rewrap" mark) is kept as it is."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return escape("\n\n".join(
+        paragraph if paragraph.startswith("\b") else " ".join(line.strip() for line in paragraph.splitlines())
+        for paragraph in paragraphs
+    ))
 
 
 def run() -> None:
