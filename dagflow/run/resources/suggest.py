@@ -171,18 +171,27 @@ def _too_few(records: list[float], none: str) -> str:
 
 
 def _cap_note(records: list[float], limit: float | None, unit: str, digits: int = 0) -> str:
+    """records: the finished attempts' samples (a failed attempt's, capped at the limit, never needs it)."""
     if limit is None or max(records, default=0.0) <= limit:
         return ""
     return f"; highest record counted as {limit:.{digits}f}{unit} ({OUTLIER_FACTOR:g}x the next)"
 
 
-def _memory(finished: list[tuple[str, NodeUsage]], ooms: list[NodeUsage], growth: float) -> Suggestion:
-    raw, runs = _samples(finished, lambda r: r.peak_memory_mb)
-    hits = [max(r.peak_memory_mb or 0.0, r.requested.get("memory_mb", 0.0)) for r in ooms]
+def _with_failures(
+    raw: list[float], runs: int, hits: list[float], growth: float
+) -> tuple[float | None, list[float], Evidence, float | None]:
+    """Finished attempts' samples (raw) and the failed ones' (hits: out of memory, timed out), both capped
+    at their limit: the limit, the counted samples, the evidence, and the floor the failures set."""
     limit = _limit(raw + hits)
     values, hits = _capped(raw, limit), _capped(hits, limit)
     floor = max(hits) * growth if hits else None
-    evidence = _evidence(values, runs, len(ooms), floor, raw)
+    return limit, values, _evidence(values, runs, len(hits), floor, raw), floor
+
+
+def _memory(finished: list[tuple[str, NodeUsage]], ooms: list[NodeUsage], growth: float) -> Suggestion:
+    raw, runs = _samples(finished, lambda r: r.peak_memory_mb)
+    hits = [max(r.peak_memory_mb or 0.0, r.requested.get("memory_mb", 0.0)) for r in ooms]
+    limit, values, evidence, floor = _with_failures(raw, runs, hits, growth)
     if limit is None:
         return Suggestion("memory", None, "MB", evidence, _too_few(raw + hits, "no peak memory recorded"))
     wanted = (evidence.percentile or 0.0) * MEMORY_MARGIN
@@ -190,7 +199,7 @@ def _memory(finished: list[tuple[str, NodeUsage]], ooms: list[NodeUsage], growth
     if floor is not None and floor > wanted:
         wanted = floor
         why = f"{len(ooms)} attempt(s) ran out of memory: at least {floor:.0f} MB (x{growth:g})"
-    return Suggestion("memory", round_memory_mb(wanted), "MB", evidence, why + _cap_note(raw + hits, limit, " MB"))
+    return Suggestion("memory", round_memory_mb(wanted), "MB", evidence, why + _cap_note(raw, limit, " MB"))
 
 
 def _cpus(finished: list[tuple[str, NodeUsage]]) -> Suggestion:
@@ -233,10 +242,7 @@ def _gpus(gpu_entries: list[tuple[str, NodeUsage]]) -> Suggestion:
 def _timeout(finished: list[tuple[str, NodeUsage]], timeouts: list[NodeUsage]) -> Suggestion:
     raw, runs = _samples(finished, lambda r: r.wall_s)
     hits = [r.wall_s or 0.0 for r in timeouts]
-    limit = _limit(raw + hits)
-    values, hits = _capped(raw, limit), _capped(hits, limit)
-    floor = max(hits) * TIMEOUT_GROWTH if hits else None
-    evidence = _evidence(values, runs, len(timeouts), floor, raw)
+    limit, values, evidence, floor = _with_failures(raw, runs, hits, TIMEOUT_GROWTH)
     if limit is None:
         return Suggestion("timeout", None, "s", evidence, _too_few(raw + hits, "no wall time recorded"))
     p = evidence.percentile or 0.0
@@ -245,4 +251,4 @@ def _timeout(finished: list[tuple[str, NodeUsage]], timeouts: list[NodeUsage]) -
     if floor is not None and floor > wanted:
         wanted = floor
         why = f"{len(timeouts)} attempt(s) timed out: at least {floor:.0f} s"
-    return Suggestion("timeout", round_duration_s(wanted), "s", evidence, why + _cap_note(raw + hits, limit, " s"))
+    return Suggestion("timeout", round_duration_s(wanted), "s", evidence, why + _cap_note(raw, limit, " s"))
