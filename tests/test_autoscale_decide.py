@@ -40,7 +40,7 @@ def test_never_more_than_half_and_never_below_min() -> None:
     instances = []
     for index in range(6):
         pool.add_node(f"n{index}", (16, 31000, 1000000, 0), f"i-{index}")
-        instances.append(Instance(f"i-{index}", "InService", "Healthy"))
+        instances.append(Instance(f"i-{index}", "InService"))
     asgs = {"cpu": AsgState("cpu-asg", "us-east-1", 6, 1, 10, tuple(instances))}
     decision = decide(policy, asgs, pool.nodes(), [], State(), now=1000.0)
     drains = [a for a in decision.actions if isinstance(a, Drain)]

@@ -49,7 +49,7 @@ class InMemoryGroup:
         self.pool.add_node(f"node-{index}", CAPACITY, instance, address)
 
     def describe(self, region: str, names: Iterable[str]) -> dict[str, AsgState]:
-        instances = tuple(Instance(i, "InService", "Healthy", ip) for i, ip in sorted(self.instances.items()))
+        instances = tuple(Instance(i, "InService", ip) for i, ip in sorted(self.instances.items()))
         return {"cpu-asg": AsgState("cpu-asg", region, len(instances), 0, 40, instances)}
 
     def set_desired(self, region: str, name: str, desired: int) -> None:

@@ -44,7 +44,6 @@ class CredentialsError(CloudError):
 class Instance:
     instance_id: str
     lifecycle_state: str  # Pending, InService, Terminating, ...
-    health: str
     private_ip: str | None = None  # from EC2 DescribeInstances: how a pool node is matched to it
 
 
@@ -124,7 +123,7 @@ class AutoScaling:
                         min_size=int(group["MinSize"]),
                         max_size=int(group["MaxSize"]),
                         instances=tuple(
-                            Instance(i["InstanceId"], i["LifecycleState"], i.get("HealthStatus", ""))
+                            Instance(i["InstanceId"], i["LifecycleState"])
                             for i in group.get("Instances", [])
                         ),
                     )
