@@ -171,17 +171,14 @@ def _too_few(records: list[float], none: str) -> str:
 
 
 def _cap_note(records: list[float], limit: float | None, unit: str, digits: int = 0) -> str:
-    """records: the finished attempts' samples (a failed attempt's, capped at the limit, never needs it)."""
     if limit is None or max(records, default=0.0) <= limit:
         return ""
     return f"; highest record counted as {limit:.{digits}f}{unit} ({OUTLIER_FACTOR:g}x the next)"
 
 
-def _with_failures(
-    raw: list[float], runs: int, hits: list[float], growth: float
-) -> tuple[float | None, list[float], Evidence, float | None]:
-    """Finished attempts' samples (raw) and the failed ones' (hits: out of memory, timed out), both capped
-    at their limit: the limit, the counted samples, the evidence, and the floor the failures set."""
+def _with_failures(raw: list[float], runs: int, hits: list[float],
+                   growth: float) -> tuple[float | None, list[float], Evidence, float | None]:
+    """Finished (raw) and failed attempts' samples, capped: the limit, the samples, evidence, the failures' floor."""
     limit = _limit(raw + hits)
     values, hits = _capped(raw, limit), _capped(hits, limit)
     floor = max(hits) * growth if hits else None
