@@ -23,13 +23,10 @@ WIDTH = "100"  # columns the help is laid out for
 
 def cli_output(*args: str) -> str:
     """What `dagflow ARGS` prints on stdout, run in this process (no colour, a fixed width)."""
-    import typer
+    from dagflow.cli import app  # noqa: F401  (registers every command)
+    from dagflow.cli.commands import click_command
 
-    from dagflow.cli import app
-    from dagflow.cli.help_text import tidy_help
-
-    command = typer.main.get_command(app)
-    tidy_help(command)
+    command = click_command()
     out = io.StringIO()
     plain = {"COLUMNS": WIDTH, "TERM": "dumb", "NO_COLOR": "1"}
     with mock.patch.dict(os.environ, plain), contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
