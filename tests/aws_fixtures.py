@@ -65,7 +65,8 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def aws(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """A clean AWS account on the moto server; boto3 gets dummy credentials."""
     request = urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST")
-    urllib.request.urlopen(request, timeout=5).close()
+    # A safety net only: a reset answers in milliseconds, but far later on a loaded machine (load 26: > 5 s).
+    urllib.request.urlopen(request, timeout=START_LIMIT_S).close()
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
