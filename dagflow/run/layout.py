@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,20 @@ RUNS_DIR_HINT = (
 
 class RunNotFoundError(DagflowError):
     pass
+
+
+class UnreadableRunError(RunNotFoundError):
+    """A run in a directory this user may not enter: another user's (one `sudo dagflow run` under umask 077)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        try:
+            owner = pwd.getpwuid(run_dir.stat().st_uid).pw_name
+        except (OSError, KeyError):
+            owner = "another user"
+        super().__init__(
+            f"run {run_dir.name} cannot be read by this user: {run_dir}: permission denied (it belongs to "
+            f"{owner}); look at it as {owner}, or make it readable (`chmod -R a+rX {run_dir}` as {owner})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +138,10 @@ class RunLayout:
         return cls(run_dir.parent, run_dir.name)
 
     def exists(self) -> bool:
-        return self.plan_path.is_file()
+        try:
+            return self.plan_path.is_file()
+        except PermissionError:
+            raise UnreadableRunError(self.run_dir) from None
 
     def create(self, plan: Plan, engine: str = "local") -> None:
         """Make the run directory, record the engine making it and write plan.json; the run id must be new."""
@@ -258,9 +276,28 @@ def locate_run(runs_dirs: Sequence[Path], run_id: str | None) -> RunLayout:
 
 
 def list_runs(runs_dir: Path) -> list[str]:
+    """The runs under runs_dir this user can read (unreadable_runs: the others)."""
+    return [name for name, readable in _run_entries(runs_dir) if readable]
+
+
+def unreadable_runs(runs_dir: Path) -> list[str]:
+    """The runs under runs_dir in directories this user may not enter: to it they are not runs, but a check
+    that looks at every run (is one live?) says it could not look at these."""
+    return [name for name, readable in _run_entries(runs_dir) if not readable]
+
+
+def _run_entries(runs_dir: Path) -> list[tuple[str, bool]]:
+    """(name, readable) of each run directory (one holding plan.json) under runs_dir, sorted by name."""
     if not runs_dir.is_dir():
         return []
-    return sorted(entry.name for entry in os.scandir(runs_dir) if (Path(entry.path) / "plan.json").is_file())
+    entries = []
+    for entry in os.scandir(runs_dir):
+        try:
+            if (Path(entry.path) / "plan.json").is_file():
+                entries.append((entry.name, True))
+        except PermissionError:
+            entries.append((entry.name, False))
+    return sorted(entries)
 
 
 def _never_latest(run_dir: Path) -> bool:

@@ -29,7 +29,14 @@ from pathlib import Path
 
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
-from dagflow.run.layout import DRY_RUN_FILE, SEARCH_TRIAL_FILE, RunLayout, RunNotFoundError, list_runs
+from dagflow.run.layout import (
+    DRY_RUN_FILE,
+    SEARCH_TRIAL_FILE,
+    RunLayout,
+    RunNotFoundError,
+    list_runs,
+    unreadable_runs,
+)
 
 _SHOWN = 5  # node names a refusal lists
 
@@ -85,14 +92,27 @@ def admit_new(plan: Plan, runs_dir: Path, engine: str, live_of: LiveOf) -> Admis
             blockers.append(_blocker(layout, earlier, live, sorted(live.running | live.unrecorded)))
     if blockers:
         raise LiveRunError(_refusal(plan, blockers))
+    unchecked = _unchecked(Path(runs_dir).absolute())
     if not adoptable:
-        return Admission()
+        return Admission(note=unchecked)
     ((layout, _, live),) = adoptable
     pending = len(live.running | live.unrecorded)
-    return Admission(layout, (
+    continuing = (
         f"dagflow: run {layout.run_id} of {plan.source} was cut short (its runner died) and {pending} of its "
         "node(s) still run or finished unrecorded: continuing that run instead of starting a new one"
-    ))
+    )
+    return Admission(layout, "\n".join(filter(None, (unchecked, continuing))))
+
+
+def _unchecked(runs_dir: Path) -> str:
+    """A line naming the runs this user may not read, so could not check for live nodes; "" when none."""
+    names = unreadable_runs(runs_dir)
+    if not names:
+        return ""
+    return (
+        f"dagflow: warning: not checked for nodes they may still run, as this user may not read them: "
+        f"run(s) {_listed(names)} under {runs_dir} (another user's: make them readable with `chmod -R a+rX`)"
+    )
 
 
 def admit_continued(layout: RunLayout, live_of: LiveOf) -> None:
@@ -173,7 +193,7 @@ def _shared(plan: Plan, earlier: Plan, live: Live) -> list[str]:
 
 
 def _blocker(layout: RunLayout, earlier: Plan, live: Live, shared: list[str]) -> str:
-    shown = ", ".join(shared[:_SHOWN]) + (f" and {len(shared) - _SHOWN} more" if len(shared) > _SHOWN else "")
+    shown = _listed(shared)
     run_id = layout.run_id
     if live.driver is not None:
         return (
@@ -186,6 +206,10 @@ def _blocker(layout: RunLayout, earlier: Plan, live: Live, shared: list[str]) ->
         f"results of, {shown}: "
         f"continue it with `dagflow run --resume {run_id}`, or stop its nodes with `dagflow cancel {run_id}`"
     )
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:_SHOWN]) + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
 
 
 def _refusal(plan: Plan, blockers: list[str]) -> str:
