@@ -47,6 +47,7 @@ class Engine:
     own_view: Callable[[Path, str, str], str | None]  # (workdir, run id, node) -> running|queued|held|None
     spawn: Callable[[list[str], Path], subprocess.Popen[str]]  # `dagflow ARGS` in the background, its own session
     argv: Callable[[list[str]], list[str]]  # the command line of `dagflow ARGS` as cli runs it (its user, its env)
+    root_env: dict[str, str] | None = None  # the environment `dagflow` needs run as root (None: this one)
 
 
 def _local_argv(args: list[str], env: dict[str, str] | None = None) -> list[str]:
@@ -190,6 +191,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
         _condor_view(pool),
         lambda args, cwd: _spawn(pool._as_user([sys.executable, "-m", "dagflow", *args], None), cwd),
         lambda args: pool._as_user([sys.executable, "-m", "dagflow", *args], None),
+        {**os.environ, **pool.env},
     )
 
 
@@ -648,7 +650,12 @@ def test_status_of_an_ingested_run_only_reads_and_is_the_same_from_a_read_only_r
     try:
         for path, mode in modes.items():
             path.chmod(mode & ~0o222)
-        for read in (engine.cli, lambda args, cwd: _read_only(engine, args, cwd, run_dir)):
+        readers = (
+            engine.cli,  # its user: the run directory is not writable to it (unless root)
+            lambda args, cwd: _local_cli(args, cwd, engine.root_env),  # root, who could write: it must not
+            lambda args, cwd: _read_only(engine, args, cwd, run_dir),  # not writable even to root
+        )
+        for read in readers:
             again, plain = read(["status", run_id, "--json"], workdir), read(["status", run_id], workdir)
             assert (again.returncode, _json(again)) == (text.returncode, shown), again.stderr
             assert (plain.returncode, plain.stdout) == (text.returncode, text.stdout), plain.stderr
