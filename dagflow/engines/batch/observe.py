@@ -11,7 +11,9 @@ journal for every engine:
   local engine journals it (outcome.py);
 - once nothing of the latest submission is queued, a `finish` event with the run's state.
 
-The run counts as running (the status view's "runner alive") while the scheduler holds any of its jobs.
+That is the run's ingest (`reconcile`, by whoever waits on the run, and by `dagflow status` before it reads);
+`read_status` itself reads the queue and the journal and writes nothing. The run counts as running (the
+status view's "runner alive") while the scheduler holds any of its jobs.
 Each engine subclasses BatchObserver with how its scheduler is asked and what its states mean.
 """
 

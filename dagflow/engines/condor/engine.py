@@ -321,9 +321,6 @@ class CondorEngine(EngineBase):
             return ingested
         return read_condor_status(layout)
 
-    def read(self, run_dir: Path) -> RunStatus:
-        return self.read_status(RunLayout.from_run_dir(run_dir))
-
     def cancel(self, run_dir: Path) -> None:
         cancel_condor(RunLayout.from_run_dir(run_dir))
 

@@ -14,7 +14,8 @@ then node status file). A cancelled run adds a fourth, the cancel itself (run.js
 DAGMan job's end): it wins over a node's queued, running or held record of the same second, since these
 files write whole seconds and a removed DAGMan removes all its node jobs. The result is the shared
 RunStatus, so `dagflow status` looks the same for every engine; held jobs, queued jobs and the DAGMan
-job's id are what condor adds.
+job's id are what condor adds. Reading writes nothing: the run's ingest (ingest.py) records what these files
+say into the run directory and keeps the status it read, which a read of unchanged files returns.
 """
 
 from __future__ import annotations
