@@ -10,13 +10,8 @@ from dagflow.engines.condor.observe import read_condor_status
 from dagflow.run.journal import read_journal
 from dagflow.run.layout import RunLayout
 from tests.condor_helpers import utc  # noqa: F401 (an autouse fixture)
+from tests.run_dir_support import entries, read_only
 from tests.test_status_cache import json_of, make_run, text_of
-
-
-def _files(run_dir: Path) -> dict[str, tuple[int, int, int]]:
-    entries = [run_dir, *sorted(run_dir.rglob("*"))]
-    return {str(path.relative_to(run_dir)): (found.st_ino, found.st_size, found.st_mtime_ns)
-            for path in entries if (found := path.lstat())}  # fmt: skip
 
 
 def _views(layout: RunLayout) -> tuple[str, str, dict]:
@@ -39,25 +34,20 @@ def test_ingest_journals_what_dagmans_files_say_once(tmp_path: Path) -> None:
     assert journal.nodes["train.us"].attempts == 3 == ingested.record("train.us").attempts
     assert journal.nodes["train.us"].rc == 1 and journal.nodes["report"].why == "upstream train.us failed"
     assert journal.nodes["fetch.us"].started == ingested.record("fetch.us").started
-    files = _files(layout.run_dir)
+    files = entries(layout.run_dir)
     assert ingest_condor(layout) is None  # nothing new: nothing read, nothing written
-    assert _files(layout.run_dir) == files
+    assert entries(layout.run_dir) == files
 
 
 def test_a_status_read_writes_nothing_and_reads_the_same_read_only(tmp_path: Path) -> None:
     layout = make_run(tmp_path, "failed")
-    files = _files(layout.run_dir)
+    files = entries(layout.run_dir)
     _views(layout)  # not ingested: read from DAGMan's files, nothing kept (nor usage recorded)
-    assert _files(layout.run_dir) == files
+    assert entries(layout.run_dir) == files
     ingest_condor(layout)
-    files = _files(layout.run_dir)
+    files = entries(layout.run_dir)
     views = _views(layout)
-    assert _files(layout.run_dir) == files
-    for path in [layout.run_dir, *layout.run_dir.rglob("*")]:
-        path.chmod(path.stat().st_mode & ~0o222)
-    try:
+    assert entries(layout.run_dir) == files
+    with read_only(layout.run_dir):
         assert _views(layout) == views  # the kept status: the change times chmod set do not matter
-        assert _files(layout.run_dir) == files
-    finally:
-        for path in [layout.run_dir, *layout.run_dir.rglob("*")]:
-            path.chmod(path.stat().st_mode | 0o200)
+        assert entries(layout.run_dir) == files

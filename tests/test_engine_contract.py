@@ -30,6 +30,7 @@ import engine_plugin as plugin
 import pytest
 
 from dagflow.engines.registry import engine_class, engine_names
+from tests.run_dir_support import entries, read_only
 
 WAIT_S = 600.0
 CLI_TIMEOUT_S = 900.0
@@ -140,13 +141,14 @@ def _plain_engine(
     cli: Callable[[list[str], Path], subprocess.CompletedProcess[str]] = _local_cli,
     spawn: Callable[[list[str], Path], subprocess.Popen[str]] = _local_spawn,
     argv: Callable[[list[str]], list[str]] = _local_argv,
+    root_env: dict[str, str] | None = None,
 ) -> Engine:
     def new_workdir(label: str) -> Path:
         path = tmp_path / label
         path.mkdir()
         return path
 
-    return Engine(name, new_workdir, cli, lambda _path: None, view, spawn, argv)
+    return Engine(name, new_workdir, cli, lambda _path: None, view, spawn, argv, root_env)
 
 
 ENGINES = [
@@ -180,7 +182,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
         env = plugin.plugin_env(request.getfixturevalue("plugin_site"))
         return _plain_engine(
             name, tmp_path, _local_view, lambda args, cwd: _local_cli(args, cwd, env),
-            lambda args, cwd: _local_spawn(args, cwd, env), lambda args: _local_argv(args, env),
+            lambda args, cwd: _local_spawn(args, cwd, env), lambda args: _local_argv(args, env), env,
         )  # fmt: skip
     pool = request.getfixturevalue("condor_pool")
     return Engine(
@@ -602,13 +604,6 @@ def test_a_rerun_after_kill_9_of_dagflow_at_a_random_moment_never_runs_a_live_no
 # --- status only reads -----------------------------------------------------------------------------------------
 
 
-def _files(run_dir: Path) -> dict[str, tuple[int, int, int]]:
-    """Every entry under the run directory, itself included: (inode, size, modification time)."""
-    entries = [run_dir, *sorted(run_dir.rglob("*"))]
-    return {str(path.relative_to(run_dir)): (found.st_ino, found.st_size, found.st_mtime_ns)
-            for path in entries if (found := path.lstat())}  # fmt: skip
-
-
 def _read_only(engine: Engine, args: list[str], workdir: Path, run_dir: Path) -> subprocess.CompletedProcess[str]:
     """`dagflow ARGS` as cli runs it, with the run directory mounted read-only in a mount namespace of its own:
     read-only even for root, who ignores file modes."""
@@ -641,15 +636,12 @@ def test_status_of_an_ingested_run_only_reads_and_is_the_same_from_a_read_only_r
     code, result = _run(engine, workdir, "--engine", engine.name, "pipeline.yaml")
     assert code == 1 and result["state"] == "failed", _shown(result)
     run_id, run_dir = result["run_id"], Path(result["run_dir"])
-    files = _files(run_dir)
+    files = entries(run_dir)
     text = engine.cli(["status", run_id], workdir)
     shown = _status(engine, workdir, run_id)
     assert shown == result, text.stderr
-    assert _files(run_dir) == files, "status of an ingested run wrote into its run directory"
-    modes = {path: path.lstat().st_mode for path in [run_dir, *run_dir.rglob("*")] if not path.is_symlink()}
-    try:
-        for path, mode in modes.items():
-            path.chmod(mode & ~0o222)
+    assert entries(run_dir) == files, "status of an ingested run wrote into its run directory"
+    with read_only(run_dir):
         readers = (
             engine.cli,  # its user: the run directory is not writable to it (unless root)
             lambda args, cwd: _local_cli(args, cwd, engine.root_env),  # root, who could write: it must not
@@ -660,7 +652,4 @@ def test_status_of_an_ingested_run_only_reads_and_is_the_same_from_a_read_only_r
             assert (again.returncode, _json(again)) == (text.returncode, shown), again.stderr
             assert (plain.returncode, plain.stdout) == (text.returncode, text.stdout), plain.stderr
             assert "not recorded" not in again.stderr + plain.stderr
-        assert _files(run_dir) == files, "status wrote into a read-only run directory"
-    finally:
-        for path, mode in modes.items():
-            path.chmod(mode)
+        assert entries(run_dir) == files, "status wrote into a read-only run directory"
