@@ -266,8 +266,11 @@ def read_run_status(layout: RunLayout, ingest: bool = False) -> RunStatus:
     engine = engine_for_run(layout)
     if ingest and os.access(layout.run_dir, os.W_OK):
         engine_ingest = getattr(engine, "ingest", None)  # an engine written before the contract had it: none
-        if engine_ingest is not None:
-            engine_ingest(layout.run_dir)
+        try:
+            if engine_ingest is not None:
+                engine_ingest(layout.run_dir)
+        except OSError as error:  # a full disk, a file of another user's: read what is there
+            print(f"dagflow: run {layout.run_id} not ingested: {error}", file=sys.stderr)
     status = engine.read_status(layout)
     status.engine = engine.name
     if status.overrides:
