@@ -30,6 +30,7 @@ import engine_plugin as plugin
 import pytest
 
 from dagflow.engines.registry import engine_class, engine_names
+from tests.run_dir_support import entries, read_only
 
 WAIT_S = 600.0
 CLI_TIMEOUT_S = 900.0
@@ -46,6 +47,13 @@ class Engine:
     handover: Callable[[Path], None]  # make what the test wrote readable/writable by the engine's jobs
     own_view: Callable[[Path, str, str], str | None]  # (workdir, run id, node) -> running|queued|held|None
     spawn: Callable[[list[str], Path], subprocess.Popen[str]]  # `dagflow ARGS` in the background, its own session
+    argv: Callable[[list[str]], list[str]]  # the command line of `dagflow ARGS` as cli runs it (its user, its env)
+    root_env: dict[str, str] | None = None  # the environment `dagflow` needs run as root (None: this one)
+
+
+def _local_argv(args: list[str], env: dict[str, str] | None = None) -> list[str]:
+    given = [f"{key}={value}" for key, value in (env or {}).items()]
+    return [*(["env", *given] if given else []), sys.executable, "-m", "dagflow", *args]
 
 
 def _local_cli(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -132,13 +140,15 @@ def _plain_engine(
     view: Callable[[Path, str, str], str | None],
     cli: Callable[[list[str], Path], subprocess.CompletedProcess[str]] = _local_cli,
     spawn: Callable[[list[str], Path], subprocess.Popen[str]] = _local_spawn,
+    argv: Callable[[list[str]], list[str]] = _local_argv,
+    root_env: dict[str, str] | None = None,
 ) -> Engine:
     def new_workdir(label: str) -> Path:
         path = tmp_path / label
         path.mkdir()
         return path
 
-    return Engine(name, new_workdir, cli, lambda _path: None, view, spawn)
+    return Engine(name, new_workdir, cli, lambda _path: None, view, spawn, argv, root_env)
 
 
 ENGINES = [
@@ -172,7 +182,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
         env = plugin.plugin_env(request.getfixturevalue("plugin_site"))
         return _plain_engine(
             name, tmp_path, _local_view, lambda args, cwd: _local_cli(args, cwd, env),
-            lambda args, cwd: _local_spawn(args, cwd, env),
+            lambda args, cwd: _local_spawn(args, cwd, env), lambda args: _local_argv(args, env), env,
         )  # fmt: skip
     pool = request.getfixturevalue("condor_pool")
     return Engine(
@@ -182,6 +192,8 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
         pool.give,
         _condor_view(pool),
         lambda args, cwd: _spawn(pool._as_user([sys.executable, "-m", "dagflow", *args], None), cwd),
+        lambda args: pool._as_user([sys.executable, "-m", "dagflow", *args], None),
+        {**os.environ, **pool.env},
     )
 
 
@@ -587,3 +599,57 @@ def test_a_rerun_after_kill_9_of_dagflow_at_a_random_moment_never_runs_a_live_no
     assert status["state"] == "succeeded", f"seed {seed}: {_shown(status)}"
     assert _run_ids(workdir) == [run_id], f"seed {seed}"
     assert {name: _runs(workdir, name) for name in LIVE_NODES} == dict.fromkeys(LIVE_NODES, 1), f"seed {seed}"
+
+
+# --- status only reads -----------------------------------------------------------------------------------------
+
+
+def _read_only(engine: Engine, args: list[str], workdir: Path, run_dir: Path) -> subprocess.CompletedProcess[str]:
+    """`dagflow ARGS` as cli runs it, with the run directory mounted read-only in a mount namespace of its own:
+    read-only even for root, who ignores file modes."""
+    mount = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+    argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", mount, "sh", str(run_dir), *engine.argv(args)]
+    return subprocess.run(argv, cwd=workdir, capture_output=True, text=True, check=False, timeout=CLI_TIMEOUT_S)
+
+
+def _can_mount_read_only(tmp_path: Path) -> bool:
+    probe = tmp_path / "mount-probe"
+    probe.mkdir()
+    argv = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            f"mount --bind {probe} {probe} && mount -o remount,bind,ro {probe}"]  # fmt: skip
+    try:
+        return subprocess.run(argv, capture_output=True, check=False, timeout=60).returncode == 0
+    except OSError:
+        return False
+
+
+def test_status_of_an_ingested_run_only_reads_and_is_the_same_from_a_read_only_run_directory(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """After the run's ingest (`dagflow run` waits on it), `dagflow status` and `status --json` write nothing
+    into the run directory, and give the same from it made read-only (`chmod -R a-w`, and a read-only mount:
+    root ignores modes): status reads only."""
+    if os.geteuid() != 0 or not _can_mount_read_only(tmp_path):
+        pytest.skip("needs root and a mount namespace to make a run directory read-only for root too")
+    workdir = engine.new_workdir("read-only")
+    _write(engine, workdir, BRANCHES)
+    code, result = _run(engine, workdir, "--engine", engine.name, "pipeline.yaml")
+    assert code == 1 and result["state"] == "failed", _shown(result)
+    run_id, run_dir = result["run_id"], Path(result["run_dir"])
+    files = entries(run_dir)
+    text = engine.cli(["status", run_id], workdir)
+    shown = _status(engine, workdir, run_id)
+    assert shown == result, text.stderr
+    assert entries(run_dir) == files, "status of an ingested run wrote into its run directory"
+    with read_only(run_dir):
+        readers = (
+            engine.cli,  # its user: the run directory is not writable to it (unless root)
+            lambda args, cwd: _local_cli(args, cwd, engine.root_env),  # root, who could write: it must not
+            lambda args, cwd: _read_only(engine, args, cwd, run_dir),  # not writable even to root
+        )
+        for read in readers:
+            again, plain = read(["status", run_id, "--json"], workdir), read(["status", run_id], workdir)
+            assert (again.returncode, _json(again)) == (text.returncode, shown), again.stderr
+            assert (plain.returncode, plain.stdout) == (text.returncode, text.stdout), plain.stderr
+            assert "not recorded" not in again.stderr + plain.stderr
+        assert entries(run_dir) == files, "status wrote into a read-only run directory"

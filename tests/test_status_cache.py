@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from dagflow.engines.condor import observe, status_cache
+from dagflow.engines.condor import ingest, observe, status_cache
 from dagflow.engines.condor.engine import prepare_condor
-from dagflow.engines.condor.observe import read_condor_status
+from dagflow.engines.condor.ingest import observe_condor as read_condor_status  # status ingests, then reads
 from dagflow.engines.registry import read_run_status
 from dagflow.plan.index import PlanIndex
 from dagflow.run import status as run_status
@@ -68,7 +68,9 @@ def fresh(layout: RunLayout) -> tuple[str, str, str, dict]:
     kept_index = index.read_bytes() if index.exists() else None
     index.unlink(missing_ok=True)
     try:
-        status = observe._read_condor_status(layout, use_kept=False)
+        record, planned = observe.condor_record(layout), load_plan_index(layout)
+        ingest.record_condor_usage(layout.run_dir, planned, observe.event_log_path(layout))  # as an ingest does
+        status = observe.build_status(layout, record, planned, observe.status_key(layout, record))
         status.json_nodes = None
         views = (text_of(status), text_of(status, show_all=True), json_of(status), status.to_dict())
     finally:
@@ -92,8 +94,8 @@ def forbid_reading_files(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> object:
         raise AssertionError("read from DAGMan's files although nothing changed")
 
-    for name in ("read_jobstate", "record_condor_usage"):
-        monkeypatch.setattr(observe, name, refuse)
+    monkeypatch.setattr(observe, "read_jobstate", refuse)
+    monkeypatch.setattr(ingest, "record_condor_usage", refuse)
     monkeypatch.setattr(observe.sf, "read_node_status", refuse)
     monkeypatch.setattr(observe.ev, "read_events", refuse)
 
@@ -131,7 +133,7 @@ def test_the_text_view_of_a_big_run_reads_only_its_summary(tmp_path: Path, monke
     check_json(first[2], built)
     with monkeypatch.context() as patched:
         forbid_reading_files(patched)
-        patched.setattr(observe, "load_plan_index", lambda layout: pytest.fail("the plan index read"))
+        patched.setattr(observe, "load_plan_index", lambda layout, keep=False: pytest.fail("the plan index read"))
         patched.setattr(status_cache, "read_records", lambda *args: pytest.fail("the node records read"))
         status = read_condor_status(layout)
         assert text_of(status) == first[0] and json_of(status) == first[2]

@@ -144,7 +144,7 @@ def status_command(
     from dagflow.run.status_view import print_status, watch_status
 
     try:
-        status = read_run_status(find_run_from(runs_dir, run_id))
+        status = read_run_status(find_run_from(runs_dir, run_id), ingest=True)
     except DagflowError as error:
         fail(error)
     if json_output:  # written a piece at a time: a big run's JSON is tens of MB
@@ -154,7 +154,7 @@ def status_command(
         sys.stdout.flush()
         return
     if watch:
-        watch_status(lambda: read_run_status(status.layout), show_all, _runs_dir_hint(runs_dir), interval)
+        watch_status(lambda: read_run_status(status.layout, ingest=True), show_all, _runs_dir_hint(runs_dir), interval)
         return
     print_status(status, show_all, _runs_dir_hint(runs_dir))
 

@@ -128,8 +128,15 @@ class Engine(Protocol):
     def status(self, run_dir: Path) -> dict[str, str]:
         """Node name -> state, read from what the engine wrote into run_dir."""
 
+    def ingest(self, run_dir: Path) -> bool:
+        """Fold what the engine's scheduler observed since the last ingest (its files, its accounting) into
+        the run directory: the journal (run/journal.py) and usage records. Repeatable and idempotent: with
+        nothing new it writes nothing. Whether anything was new. Called by whoever waits on the run, and by
+        `dagflow status` before it reads where it may write."""
+
     def read_status(self, layout: RunLayout) -> RunStatus:
-        """The run's whole status view (`dagflow status`)."""
+        """The run's whole status view (`dagflow status`), read from the run directory without writing it
+        (a live run's facts may still be asked of the scheduler)."""
 
     def cancel(self, run_dir: Path) -> None:
         """Stop the work started by submit."""
@@ -163,6 +170,10 @@ class EngineBase:
         self.runs_dir = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR  # as given: hints show it
         self.settings = {option.name: option.default for option in type(self).options}
         self.settings.update(settings or {})
+
+    def ingest(self, run_dir: Path) -> bool:
+        """Nothing to fold in: the engine's nodes journal themselves."""
+        return False
 
     def status(self, run_dir: Path) -> dict[str, str]:
         from dagflow.run.layout import RunLayout

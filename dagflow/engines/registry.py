@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import EntryPoint, entry_points
@@ -258,9 +259,18 @@ def live_run(layout: RunLayout) -> Live | None:
     return live(layout) if live is not None else None
 
 
-def read_run_status(layout: RunLayout) -> RunStatus:
-    """Status of a run of any engine, read the way the engine that made it says."""
+def read_run_status(layout: RunLayout, ingest: bool = False) -> RunStatus:
+    """Status of a run of any engine, read the way the engine that made it says, writing nothing. ingest:
+    first fold in what the engine observed since its last ingest (Engine.ingest), where this user may write
+    the run directory (`dagflow status`, the search scheduler); a read-only one is read as it is."""
     engine = engine_for_run(layout)
+    if ingest and os.access(layout.run_dir, os.W_OK):
+        engine_ingest = getattr(engine, "ingest", None)  # an engine written before the contract had it: none
+        try:
+            if engine_ingest is not None:
+                engine_ingest(layout.run_dir)
+        except OSError as error:  # a full disk, a file of another user's: read what is there
+            print(f"dagflow: run {layout.run_id} not ingested: {error}", file=sys.stderr)
     status = engine.read_status(layout)
     status.engine = engine.name
     if status.overrides:

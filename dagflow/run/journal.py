@@ -81,13 +81,17 @@ def _event(kind: str, **fields: Any) -> Event:
     return {"e": kind, **{name: value for name, value in fields.items() if value is not None}}
 
 
-def run_event(resume: bool, *, pid: int | None = None, engine: str | None = None, sub: int | None = None) -> Event:
+def run_event(
+    resume: bool, *, pid: int | None = None, engine: str | None = None, sub: int | None = None, t: float | None = None
+) -> Event:
     """A runner started on the run (the local one with its pid), or a batch engine submitted it (again)."""
-    return _event(RUN_EVENT, pid=pid, engine=engine, sub=sub, resume=resume)
+    return _event(RUN_EVENT, pid=pid, engine=engine, sub=sub, resume=resume, t=t)
 
 
-def start_event(node: str, attempt: int, *, pid: int | None = None, job: str | None = None) -> Event:
-    return _event(START_EVENT, n=node, a=attempt, pid=pid, job=job)
+def start_event(
+    node: str, attempt: int, *, pid: int | None = None, job: str | None = None, t: float | None = None
+) -> Event:
+    return _event(START_EVENT, n=node, a=attempt, pid=pid, job=job, t=t)
 
 
 def end_event(
@@ -98,26 +102,27 @@ def end_event(
     rc: int | None = None,
     why: str | None = None,
     key: str | None = None,
+    t: float | None = None,
 ) -> Event:
     """An attempt ended in `state` (one of _END_STATES); attempt and rc are None when the scheduler, not the
     node's wrapper, tells how it ended."""
-    return _event(END_EVENT, n=node, a=attempt, s=state, rc=rc, why=why, k=key)
+    return _event(END_EVENT, n=node, a=attempt, s=state, rc=rc, why=why, k=key, t=t)
 
 
 def cached_event(node: str, key: str) -> Event:
     return _event(CACHED_EVENT, n=node, k=key)
 
 
-def upstream_failed_event(nodes: list[str], by: str) -> Event:
-    return _event(UPSTREAM_FAILED_EVENT, n=nodes, by=by)
+def upstream_failed_event(nodes: list[str], by: str, t: float | None = None) -> Event:
+    return _event(UPSTREAM_FAILED_EVENT, n=nodes, by=by, t=t)
 
 
 def replan_event(nodes: list[str]) -> Event:
     return _event(REPLAN_EVENT, n=nodes)
 
 
-def finish_event(state: str) -> Event:
-    return _event(FINISH_EVENT, s=state)
+def finish_event(state: str, t: float | None = None) -> Event:
+    return _event(FINISH_EVENT, s=state, t=t)
 
 
 def is_finish_line(line: bytes) -> bool:
@@ -134,12 +139,13 @@ def _now() -> float:
 
 
 def append_events(path: Path, events: list[Event], durable: bool = True) -> None:
-    """Append events with one write(2), stamped with the time now; fdatasync'ed before returning when durable.
+    """Append events with one write(2), stamped with the time now unless they carry their own (an engine's
+    ingest journals what its scheduler saw, when it happened); fdatasync'ed before returning when durable.
     For a process that writes a few events and does not hold the journal open (see the header)."""
     if not events:
         return
     t = _now()
-    data = "".join(_encode({**event, "t": t}) + "\n" for event in events).encode()
+    data = "".join(_encode(event if "t" in event else {**event, "t": t}) + "\n" for event in events).encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, data)

@@ -544,12 +544,13 @@ def plan_index_path(layout: RunLayout) -> Path:
 
 
 def _plan_stamp(layout: RunLayout) -> list[int] | None:
-    """What tells plan.json changed: its inode, size, modification and change times (None: no plan.json)."""
+    """What tells plan.json changed: its inode, size and modification time (None: no plan.json). Not its change
+    time: a `chmod -R a-w` of a run directory changes nothing that status reads."""
     try:
         found = os.stat(layout.plan_path)
     except OSError:
         return None
-    return [found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns]
+    return [found.st_ino, found.st_size, found.st_mtime_ns]
 
 
 def write_plan_index(layout: RunLayout, plan: Plan, stamp: list[int] | None = None) -> PlanIndex:
@@ -563,9 +564,10 @@ def write_plan_index(layout: RunLayout, plan: Plan, stamp: list[int] | None = No
     return index
 
 
-def load_plan_index(layout: RunLayout) -> PlanIndex:
+def load_plan_index(layout: RunLayout, keep: bool = False) -> PlanIndex:
     """The run's plan index: from its file when that was made from the plan.json there now, else built from
-    the plan (and kept). Raises RunNotFoundError as RunLayout.load_plan does."""
+    the plan (and kept, when `keep`: an engine's ingest; a status read writes nothing). Raises
+    RunNotFoundError as RunLayout.load_plan does."""
     stamp = _plan_stamp(layout)
     if stamp is not None:
         try:
@@ -574,7 +576,8 @@ def load_plan_index(layout: RunLayout) -> PlanIndex:
                 return PlanIndex.from_dict(data)
         except (OSError, ValueError, RecursionError):
             pass  # missing, damaged or of another format: built again
-    return write_plan_index(layout, layout.load_plan(), stamp)
+    plan = layout.load_plan()
+    return write_plan_index(layout, plan, stamp) if keep else PlanIndex.of(plan)
 
 
 def write_replacing(path: Path, data: bytes) -> None:

@@ -76,7 +76,7 @@ def observe_run(run_dir: Path, since: float, start_grace_s: float) -> Observed:
     if not layout.exists():
         return Observed(PENDING) if young else Observed(VANISHED, f"its run directory {run_dir} is gone")
     try:
-        status = read_run_status(layout)
+        status = read_run_status(layout, ingest=True)  # the scheduler waits on its trials: it ingests them
     except DagflowError as error:  # a batch system not answering now: ask again next time
         return Observed(RUNNING, str(error))
     if status.state == RUN_RUNNING or runner_alive(layout.run_dir):

@@ -46,6 +46,7 @@ class BatchEngine(EngineBase):
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
         super().__init__(runs_dir, settings)
         self.last: Submitted | None = None  # the latest submission, for submitted()
+        self._observed: RunStatus | None = None  # the status the last ingest found, for the read after it
 
     @property
     def title(self) -> str:
@@ -130,7 +131,7 @@ class BatchEngine(EngineBase):
         """Poll until the scheduler holds none of the run's jobs; return the final status."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
-            status = self.observer.read_status(layout)
+            status = self.observer.observe(layout)
             if not status.runner_alive or (deadline is not None and time.monotonic() > deadline):
                 return status
             time.sleep(poll_s)
@@ -178,7 +179,17 @@ class BatchEngine(EngineBase):
     def wait(self, run_dir: Path) -> None:
         self.wait_run(RunLayout.from_run_dir(run_dir))
 
+    def ingest(self, run_dir: Path) -> bool:
+        """Journal what only the scheduler knows (jobs that left its queue, the run's end): observe.py."""
+        layout = RunLayout.from_run_dir(run_dir)
+        before = layout.journal_path.stat().st_size if layout.journal_path.exists() else 0
+        self._observed = self.observer.observe(layout)
+        return layout.journal_path.stat().st_size != before
+
     def read_status(self, layout: RunLayout) -> RunStatus:
+        observed, self._observed = self._observed, None  # what an ingest just found: not asked for again
+        if observed is not None and observed.layout.run_dir == layout.run_dir:
+            return observed
         return self.observer.read_status(layout)
 
     def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
@@ -197,7 +208,7 @@ class BatchEngine(EngineBase):
         jobs = self.last.jobs if self.last is not None else []
         shown = ", ".join(jobs[:3]) + (", ..." if len(jobs) > 3 else "")
         result = follow_run(
-            lambda: self.observer.read_status(layout),
+            lambda: self.observer.observe(layout),
             terminal_reporter(runs_dir_hint(self.runs_dir), show_starts=True),
             where=f"{self.title} (job{'s' if len(jobs) > 1 else ''} {shown})" if jobs else self.title,
             poll_s=WAIT_POLL_S,

@@ -11,7 +11,9 @@ journal for every engine:
   local engine journals it (outcome.py);
 - once nothing of the latest submission is queued, a `finish` event with the run's state.
 
-The run counts as running (the status view's "runner alive") while the scheduler holds any of its jobs.
+That is the run's ingest (`reconcile`, by whoever waits on the run, and by `dagflow status` before it reads);
+`read_status` itself reads the queue and the journal and writes nothing. The run counts as running (the
+status view's "runner alive") while the scheduler holds any of its jobs.
 Each engine subclasses BatchObserver with how its scheduler is asked and what its states mean.
 """
 
@@ -105,7 +107,8 @@ class BatchObserver(ABC, Generic[Q]):
         return queued
 
     def reconcile(self, layout: RunLayout, plan: Plan) -> tuple[JournalState, dict[str, Q]]:
-        """Bring the journal up to date with the scheduler; return it and the nodes the scheduler still holds."""
+        """Bring the journal up to date with the scheduler (the run's ingest); return it and the nodes the
+        scheduler still holds. Writes only what the journal lacks: with nothing new, nothing at all."""
         records = self.records(layout.run_dir)
         sub, jobs = records.latest()
         with observe_lock(records):
@@ -131,12 +134,22 @@ class BatchObserver(ABC, Generic[Q]):
             append_events(layout.journal_path, events)
         return journal, queued
 
-    def read_status(self, layout: RunLayout) -> RunStatus:
-        """The run's status after reconciling with the scheduler: the shared RunStatus, so `dagflow status`
-        looks the same for every engine. Nodes whose jobs wait show as waiting_state says; these are not
-        journaled."""
+    def observe(self, layout: RunLayout) -> RunStatus:
+        """Ingest the run (reconcile), then its status from what that found: what a waiter reads each look."""
         plan = layout.load_plan()
-        journal, queued = self.reconcile(layout, plan)
+        return self._status(layout, plan, *self.reconcile(layout, plan))
+
+    def read_status(self, layout: RunLayout) -> RunStatus:
+        """The run's status from its journal and the scheduler's queue, writing nothing: the shared RunStatus,
+        so `dagflow status` looks the same for every engine. What only the scheduler knows of jobs that left
+        the queue is journaled by an ingest (reconcile) first."""
+        plan = layout.load_plan()
+        _, jobs = self.records(layout.run_dir).latest()
+        queued = self.queued_nodes(jobs) if jobs else {}  # queue first, journal second, as reconcile reads them
+        return self._status(layout, plan, read_journal(layout.journal_path), queued)
+
+    def _status(self, layout: RunLayout, plan: Plan, journal: JournalState, queued: dict[str, Q]) -> RunStatus:
+        """Nodes whose jobs wait show as waiting_state says; these are not journaled."""
         for name, job in queued.items():
             shown = self.waiting_state(job)
             if shown is None:

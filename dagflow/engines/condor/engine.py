@@ -21,6 +21,7 @@ from dagflow.engines.base import RESOURCE_FIELDS, EngineBase, EngineOption, Repo
 from dagflow.engines.condor import status_warmer
 from dagflow.engines.condor.compile import compile_plan
 from dagflow.engines.condor.dag_writer import DagOptions
+from dagflow.engines.condor.ingest import ingest_condor, observe_condor
 from dagflow.engines.condor.jobstate import read_jobstate
 from dagflow.engines.condor.observe import read_condor_status
 from dagflow.engines.condor.preflight import UnstartableError, refuse_unstartable, writable_or_error
@@ -231,7 +232,7 @@ def wait_condor(layout: RunLayout, poll_s: float = WAIT_POLL_S) -> RunStatus:
     schedd query and keeps working if the schedd restarts meanwhile.
     """
     while True:
-        status = read_condor_status(layout)
+        status = observe_condor(layout)
         if status.state != RUN_RUNNING:
             return status
         time.sleep(poll_s)
@@ -268,6 +269,7 @@ class CondorEngine(EngineBase):
         self.target = ScheddTarget(self.settings["schedd"], self.settings["pool"])
         self.dag_options = DagOptions(max_gpu_jobs=self.settings["max_gpu_jobs"])
         self.last: Submission | None = None  # the latest submission, for submitted()
+        self._ingested: RunStatus | None = None  # the status the last ingest read, for the read after it
 
     def prepare(self, plan: Plan, run_dir: Path) -> None:
         if plan.run_id != Path(run_dir).name:
@@ -308,11 +310,16 @@ class CondorEngine(EngineBase):
     def wait(self, run_dir: Path) -> None:
         wait_condor(RunLayout.from_run_dir(run_dir))
 
-    def read_status(self, layout: RunLayout) -> RunStatus:
-        return read_condor_status(layout)
+    def ingest(self, run_dir: Path) -> bool:
+        """Fold what DAGMan and the jobs wrote since the last ingest into the run directory (ingest.py)."""
+        self._ingested = ingest_condor(RunLayout.from_run_dir(run_dir))
+        return self._ingested is not None
 
-    def read(self, run_dir: Path) -> RunStatus:
-        return self.read_status(RunLayout.from_run_dir(run_dir))
+    def read_status(self, layout: RunLayout) -> RunStatus:
+        ingested, self._ingested = self._ingested, None  # what an ingest just read: the same files, not again
+        if ingested is not None and ingested.layout.run_dir == layout.run_dir:
+            return ingested
+        return read_condor_status(layout)
 
     def cancel(self, run_dir: Path) -> None:
         cancel_condor(RunLayout.from_run_dir(run_dir))
@@ -350,7 +357,7 @@ class CondorEngine(EngineBase):
                 self.wait(run_dir)
                 return None
             result = follow_run(
-                lambda: read_condor_status(layout),
+                lambda: observe_condor(layout),
                 terminal_reporter(runs_dir_hint(self.runs_dir), show_starts=True),
                 where=f"HTCondor (DAGMan job {handle})" if handle else "HTCondor",
                 poll_s=WAIT_POLL_S,

@@ -14,7 +14,8 @@ then node status file). A cancelled run adds a fourth, the cancel itself (run.js
 DAGMan job's end): it wins over a node's queued, running or held record of the same second, since these
 files write whole seconds and a removed DAGMan removes all its node jobs. The result is the shared
 RunStatus, so `dagflow status` looks the same for every engine; held jobs, queued jobs and the DAGMan
-job's id are what condor adds.
+job's id are what condor adds. Reading writes nothing: the run's ingest (ingest.py) records what these files
+say into the run directory and keeps the status it read, which a read of unchanged files returns.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,8 +35,6 @@ from dagflow.engines.condor.dagman_start import not_started_reason
 from dagflow.engines.condor.jobstate import EVENT_STATES, JobstateLog, NodeHistory, read_jobstate
 from dagflow.engines.condor.records import CondorRecord, condor_dir
 from dagflow.engines.condor.submit_writer import EVENT_LOG
-from dagflow.engines.condor.usage_records import record_condor_usage
-from dagflow.engines.condor.verdicts import record_verdicts_seen
 from dagflow.plan.index import PlanIndex
 from dagflow.run.journal import (
     FAILED,
@@ -328,44 +326,58 @@ def _run_outcome(
 
 
 def read_condor_status(layout: RunLayout) -> RunStatus:
-    return _read_condor_status(layout, use_kept=True)
+    """The run's status, read without writing anything: the one its last ingest kept (ingest.py), when the
+    files it is read from did not change since, else built from them here."""
+    record = condor_record(layout)
+    key = status_key(layout, record)
+    kept = cache.read_status(condor_dir(layout.run_dir), key)
+    if kept is not None:
+        return _kept_status(layout, key, *kept)
+    return build_status(layout, record, load_plan_index(layout), key)
 
 
-def _read_condor_status(layout: RunLayout, use_kept: bool) -> RunStatus:
+def condor_record(layout: RunLayout) -> CondorRecord:
     if not layout.plan_path.is_file():
         layout.load_plan()  # raises: no such run
     record = CondorRecord.load(layout.run_dir)
     if record is None:
         raise RunNotFoundError(f"run {layout.run_id} was not run with the condor engine")
+    return record
+
+
+def event_log_path(layout: RunLayout) -> Path:
+    return condor_dir(layout.run_dir).absolute() / EVENT_LOG
+
+
+def status_key(layout: RunLayout, record: CondorRecord) -> dict[str, Any]:
+    """The key of the run's status (status_cache.py): the marks of every file it is read from."""
     files = record.files
-    event_log = condor_dir(layout.run_dir).absolute() / EVENT_LOG
     inputs = {
         "plan": layout.plan_path,
         "run": CondorRecord.path(layout.run_dir),
         "status": files.node_status,
         "jobstate": files.jobstate_log,
-        "events": event_log,
+        "events": event_log_path(layout),
         "dagman_log": record.dagman_log,
         "dagman_out": record.dagman_out,
         "usage": usage_path(layout.run_dir),
     }
-    key = cache.cache_key(layout.run_id, record.dag, inputs)
-    kept = cache.read_status(condor_dir(layout.run_dir), key) if use_kept else None
-    if kept is not None:
-        return _kept_status(layout, key, *kept)
-    index = load_plan_index(layout)
-    record_usage_seen(layout, index, event_log)  # first: the big logs' records are not held meanwhile
-    key["files"]["usage"] = cache.file_mark(inputs["usage"])  # as recorded: status reads it after this
+    return cache.cache_key(layout.run_id, record.dag, inputs)
+
+
+def build_status(layout: RunLayout, record: CondorRecord, index: PlanIndex, key: dict[str, Any]) -> RunStatus:
+    """The run's status from DAGMan's files (see the module docstring); writes nothing. A live DAG's idle
+    jobs are explained by asking the schedd."""
+    files = record.files
     snapshot = sf.read_node_status(files.node_status)
     history = read_jobstate(files.jobstate_log)
-    jobs = ev.node_jobs(ev.read_events(event_log, strict=False, kinds=ev.JOB_KINDS))
+    jobs = ev.node_jobs(ev.read_events(event_log_path(layout), strict=False, kinds=ev.JOB_KINDS))
     dagman = _dagman_job(record)
     latest = record.latest
     exited = read_dagman_out(record.dagman_out, latest.cluster, latest.t) if latest is not None else None
     alive, outcome, ended = _run_outcome(record, history, snapshot, dagman, exited)
     columns = fold(index, snapshot, history, jobs, alive, _cancelled_at(record, outcome, ended))
     records = RecordColumns(lambda: columns)
-    record_verdicts_seen(layout, index, records)  # before a final status is kept: the summary reads them
     journal = JournalState(
         nodes=records,  # type: ignore[arg-type]  # a Mapping: records are built when asked for
         runners=len(record.submissions),
@@ -383,25 +395,6 @@ def _read_condor_status(layout: RunLayout, use_kept: bool) -> RunStatus:
         status.extra["dagman_reason"] = not_started_reason(record, latest.cluster)
     status.notes = _notes(status.extra, files.dag)
     status.resume_hint = f"dagflow resubmit {layout.run_id}"
-    if not alive:  # a live DAG's status changes anyway (and asks the schedd): not kept
-        summary = status.summarize()
-        shown = summary.shown()
-        usage = status.usage(shown)
-        summary.usage = {name: usage.get(name) for name in shown}
-        facts = {
-            "pipeline": index.pipeline,
-            "overrides": index.overrides,
-            "total": len(index),
-            "runners": journal.runners,
-            "started": journal.started,
-            "finished": journal.finished,
-            "finished_at": journal.finished_at,
-            "extra": status.extra,
-            "notes": status.notes,
-            "resume_hint": status.resume_hint,
-        }
-        cache.write_status(condor_dir(layout.run_dir), key, facts, summary, columns, index.position)
-        status.json_nodes = cache.NodesText(condor_dir(layout.run_dir), key)
     return status
 
 
@@ -417,7 +410,9 @@ def _kept_status(
         index = status.index
         columns = cache.read_records(condor_dir(layout.run_dir), key, index.names)
         if columns is None:  # replaced since by a status of newer files: read the files
-            columns = _read_condor_status(layout, use_kept=False).journal.nodes._loaded()  # type: ignore[attr-defined]
+            record = condor_record(layout)
+            built = build_status(layout, record, index, status_key(layout, record))
+            columns = built.journal.nodes._loaded()  # type: ignore[attr-defined]
         return columns
 
     known = {name: record for name, (_, record) in summary.listed.items()}
@@ -433,17 +428,6 @@ def _kept_status(
     status.summary = summary
     status.json_nodes = cache.NodesText(condor_dir(layout.run_dir), key)
     return status
-
-
-def record_usage_seen(layout: RunLayout, index: PlanIndex, event_log: Path) -> None:
-    """Record what the node jobs that ended used (usage_records.py), before status reads usage.jsonl.
-
-    A run directory this user cannot write, or a log the bindings cannot read, leaves usage unrecorded;
-    status goes on without it."""
-    try:
-        record_condor_usage(layout.run_dir, index, event_log)
-    except (OSError, ValueError) as error:
-        print(f"dagflow: usage of run {layout.run_id} not recorded: {error}", file=sys.stderr)
 
 
 def _extra(

@@ -10,9 +10,10 @@ read from files that did not change since the last one is read from what that on
     condor/dagflow-status-records.json   every node's record, as columns: read only when asked for
                                          (`status --all`, a small run's view, the run loop)
     condor/dagflow-status-nodes.json     the text of `status --json`'s nodes (usage included), written by
-                                         the first `status --json` as it goes, copied by the next ones
+                                         the ingest that keeps the status, copied by `status --json`
 
-All carry the same key: the mark (inode, size, modification and change times) of every file the status is
+They are written by the engine's ingest (ingest.py), never by a status read. All carry the same key: the
+mark (inode, size and modification time) of every file the status is
 read from (plan.json, run.json, the node status file, the jobstate and event logs, the DAGMan job's event
 log and .dagman.out, usage.jsonl), the run, and the local time zone (event logs write local times). A file
 that changed, was replaced, appended to or removed changes its mark, and the status is read from the files
@@ -38,7 +39,7 @@ from dagflow.run.status import StatusSummary, write_replacing
 from dagflow.run.step_table import StepRow
 from dagflow.run.usage import decode_usage, usage_dict
 
-CACHE_FORMAT = 2  # 2: the summary's table per step
+CACHE_FORMAT = 3  # 2: the summary's table per step; 3: file marks without change times
 SUMMARY_FILE = "dagflow-status.json"
 RECORDS_FILE = "dagflow-status-records.json"
 NODES_FILE = "dagflow-status-nodes.json"
@@ -48,12 +49,13 @@ _TRAILER_MAX = 1 << 16  # a key holds a few dozen numbers and paths
 
 
 def file_mark(path: Path) -> list[int] | None:
-    """What tells a file changed: its inode, size, modification and change times; None when it is missing."""
+    """What tells a file changed: its inode, size and modification time; None when it is missing. Not its
+    change time: a `chmod -R a-w` of the run directory leaves the kept status valid."""
     try:
         found = os.stat(path)
     except OSError:
         return None
-    return [found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns]
+    return [found.st_ino, found.st_size, found.st_mtime_ns]
 
 
 def cache_key(run_id: str, dag: str, files: dict[str, Path]) -> dict[str, Any]:
@@ -190,9 +192,10 @@ class NodesText:
     then a line with its key, length and checksum (written after the text, which is written as it is
     made: a big run's is tens of MB)."""
 
-    def __init__(self, directory: Path, key: dict[str, Any]):
+    def __init__(self, directory: Path, key: dict[str, Any], writable: bool = False):
         self.path = directory / NODES_FILE
         self.key = key
+        self.writable = writable  # only an ingest keeps the text: a status read writes nothing
 
     def copy_to(self, write: Callable[[bytes], object]) -> bool:
         """Write the kept text, if it is there whole for this key (checked first: a text found damaged is
@@ -234,6 +237,8 @@ class NodesText:
         return header
 
     def keeper(self) -> _NodesTextKeeper | None:
+        if not self.writable:
+            return None
         try:
             return _NodesTextKeeper(self.path, self.key)
         except OSError:

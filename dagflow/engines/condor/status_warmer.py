@@ -2,11 +2,10 @@
 resubmit, and each search trial) leaves beside the DAGMan job it submits.
 
 It follows the DAGMan job's own event log with htcondor2.JobEventLog, as condor_wait does, until that job
-terminates or is removed, then reads the run's status once, as `dagflow status` and `dagflow status
---json` would: that records the nodes' usage (usage.jsonl) and keeps both views in the run directory
-(status_cache.py). The first status a user asks for after the DAG ended is then a kept one: on a
-100k-node run about 1 s instead of 18 s (benchmarks/status.py). A status asked for while it works reads
-the files itself, as without it.
+terminates or is removed, then ingests the run once (ingest.py): that records the nodes' usage
+(usage.jsonl), journals them and keeps both views of the status in the run directory (status_cache.py).
+The first status a user asks for after the DAG ended is then a kept one: on a 100k-node run about 1 s
+instead of 18 s (benchmarks/status.py). A status asked for while it works ingests the files itself.
 
 It is a cache warmer and nothing depends on it: it stops, doing nothing, when the run directory is gone,
 when a newer submission of the run (a resubmit) has its own, and when `dagflow cancel` recorded the
@@ -75,17 +74,12 @@ def wait_for_end(run_dir: Path, cluster: int, follow_s: float = FOLLOW_S) -> boo
 
 
 def warm(run_dir: Path) -> None:
-    """Read the ended run's status as `status` and `status --json` do, which keeps both. (Imported here:
-    a warmer waits for hours holding only what waiting needs.)"""
-    from dagflow.engines.condor.observe import read_condor_status
+    """Ingest the ended run (ingest.py), which keeps both views of its status. (Imported here: a warmer
+    waits for hours holding only what waiting needs.)"""
+    from dagflow.engines.condor.ingest import ingest_condor
     from dagflow.run.layout import RunLayout
-    from dagflow.run.status import RUN_RUNNING
 
-    status = read_condor_status(RunLayout.from_run_dir(run_dir))
-    if status.state == RUN_RUNNING:  # not decided from DAGMan's files yet: the next status keeps it
-        return
-    with open(os.devnull, "wb") as sink:
-        status.write_json(sink)  # type: ignore[arg-type]
+    ingest_condor(RunLayout.from_run_dir(run_dir))
 
 
 def main(argv: list[str]) -> int:
