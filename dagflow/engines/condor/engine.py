@@ -23,7 +23,6 @@ from dagflow.engines.condor.compile import compile_plan, run_manners
 from dagflow.engines.condor.dag_writer import DagOptions
 from dagflow.engines.condor.jobstate import read_jobstate
 from dagflow.engines.condor.manners import FIELDS as MANNERS
-from dagflow.engines.condor.observe import read_condor_status
 from dagflow.engines.condor.preflight import UnstartableError, refuse_unstartable, writable_or_error
 from dagflow.engines.condor.records import CondorRecord, condor_dir, is_condor_run
 from dagflow.engines.condor.schedd import (
@@ -51,6 +50,13 @@ from dagflow.run.result import EXIT_INTERRUPTED
 from dagflow.run.status import RUN_RUNNING, RunStatus, write_plan_index
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
 from dagflow.text import plural
+
+
+def read_condor_status(layout: RunLayout) -> RunStatus:
+    """observe.py's reading, imported when a status is read: `dagflow submit` reads none (#41 item 3)."""
+    from dagflow.engines.condor.observe import read_condor_status as read
+
+    return read(layout)
 
 
 class CondorRunError(DagflowError):
