@@ -29,19 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from condor_submit import (
-    CHECKED,
-    POOL_SCRIPT,
-    STATE,
-    BenchmarkError,
-    client_env,
-    condor_cluster,
-    dagflow_cluster,
-    pool_is_up,
-    pool_user,
-    remove_and_drain,
-    run,
-)
+from condor_submit import STATE, BenchmarkError, condor_cluster, dagflow_cluster, on_pool, remove_and_drain, run
 
 NAME = "bench"
 TARGET_RATIO = 4.0
@@ -71,7 +59,7 @@ def cpu_of(argv: list[str], cwd: Path) -> tuple[float, float, str]:
     return usage.ru_utime + usage.ru_stime, wall, stdout
 
 
-def benchmark(rounds: int, nodes: int) -> int:
+def benchmark(rounds: int, nodes: int) -> None:
     workdir = STATE / "work" / f"bench-submit-cpu-{os.getpid()}-{time.monotonic_ns()}"
     workdir.mkdir(parents=True)
     (workdir / "pipeline.yaml").write_text(pipeline(nodes))
@@ -100,15 +88,6 @@ def benchmark(rounds: int, nodes: int) -> int:
     print(f"{'ratio (best)':<20}{ratio:>11.2f}x")
     met = ratio <= TARGET_RATIO or best["dagflow submit"] < TARGET_CPU_S
     print(f"target: ratio <= {TARGET_RATIO:.0f}x or dagflow under {TARGET_CPU_S} CPU-s: {'met' if met else 'NOT met'}")
-    return 0
-
-
-def rerun_as(user: str) -> None:
-    """This benchmark again as the pool user (never returns)."""
-    env = [f"{key}={value}" for key, value in {**client_env(), CHECKED: "1"}.items()]
-    argv = ["runuser", "-u", user, "--", "env", *env, sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]]
-    os.chdir(STATE / "work")
-    os.execvp(argv[0], argv)
 
 
 def main() -> int:
@@ -116,18 +95,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--nodes", type=int, default=150)
     args = parser.parse_args()
-    if os.environ.get(CHECKED) != "1" and not pool_is_up():
-        print(f"no HTCondor pool is up: start it with `{POOL_SCRIPT} up` (see its header)", file=sys.stderr)
-        return 2
-    user = pool_user()
-    if os.geteuid() == 0 and user != "root":
-        rerun_as(user)
-    os.environ.update(client_env())
-    try:
-        return benchmark(args.rounds, args.nodes)
-    except (BenchmarkError, subprocess.TimeoutExpired) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    return on_pool(__file__, lambda: benchmark(args.rounds, args.nodes))
 
 
 if __name__ == "__main__":
