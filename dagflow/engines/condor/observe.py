@@ -221,11 +221,11 @@ def fold(
             exit_code = job.exit_code
         attempts = seen.attempt if seen is not None else (job.jobs if job is not None else 0)
         run_attempts = seen.run_attempts if seen is not None else attempts  # retries restart in a rescue run
-        if from_job and job.jobs > attempts:  # type: ignore[union-attr]
+        if from_job and job is not None and job.jobs > attempts:
             # The job event log is ahead of DAGMan's jobstate log (a resubmitted run's first jobs): the
             # attempts its jobs show, not the earlier submission's count (one node's story told twice).
-            run_attempts += job.jobs - attempts  # type: ignore[union-attr]
-            attempts = job.jobs  # type: ignore[union-attr]
+            run_attempts += job.jobs - attempts
+            attempts = job.jobs
         if ad is not None and state not in (PENDING, UPSTREAM_FAILED):
             run_attempts = max(run_attempts, ad.retry_count + 1)
             attempts = max(attempts, run_attempts)
