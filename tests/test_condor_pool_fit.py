@@ -74,6 +74,11 @@ def test_a_job_no_gpu_could_run_never_matches_and_says_why() -> None:
     assert pool_fit.never_why(big, machines) == "it asks for 65536 MB memory; the largest machine has 16384 MB"
 
 
+def test_a_local_universe_job_needs_no_machine() -> None:
+    local = pool_fit.parse_ads(job(204800, memory=65536) + "JobUniverse=12\n")[0]
+    assert pool_fit.ever_matches(local, _machines())
+
+
 def test_no_ads_no_verdict() -> None:
     assert pool_fit.parse_ads("") == []
     assert pool_fit.whole_machines([]) == []

@@ -21,6 +21,7 @@ import classad2
 QUERY_TIMEOUT_S = 30.0
 _GPU_AD = re.compile(r"GPUs_GPU_\w+")
 _WHOLE = ("Cpus", "Memory", "Disk", "GPUs")
+ACCESS_POINT_UNIVERSES = (7, 12)  # JobUniverse of the scheduler and local universes: never matchmade
 
 Runner = Callable[[list[str]], str | None]
 
@@ -72,7 +73,10 @@ def whole_machines(slots: Iterable[classad2.ClassAd]) -> list[classad2.ClassAd]:
 
 
 def ever_matches(job: classad2.ClassAd, machines: list[classad2.ClassAd]) -> bool:
-    """Whether some machine, whole, satisfies the job's Requirements."""
+    """Whether some machine, whole, satisfies the job's Requirements; a job of a universe that runs on the
+    access point (local, scheduler: a transfer step's) needs no machine."""
+    if job.get("JobUniverse") in ACCESS_POINT_UNIVERSES:
+        return True
     return any(machine.matches(job) for machine in machines)
 
 
