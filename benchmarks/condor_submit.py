@@ -102,10 +102,10 @@ def client_env() -> dict[str, str]:
     return {"CONDOR_CONFIG": str(CONFIG), "PATH": path, "HOME": str(STATE / "work"), "LANG": "C.UTF-8"}
 
 
-def rerun_as(user: str) -> None:
-    """Replace this process with the same benchmark run as the pool user (never returns)."""
+def rerun_as(user: str, script: str = __file__) -> None:
+    """Replace this process with the same benchmark (script) run as the pool user (never returns)."""
     env = [f"{key}={value}" for key, value in {**client_env(), CHECKED: "1"}.items()]
-    argv = ["runuser", "-u", user, "--", "env", *env, sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]]
+    argv = ["runuser", "-u", user, "--", "env", *env, sys.executable, str(Path(script).resolve()), *sys.argv[1:]]
     os.chdir(STATE / "work")
     os.execvp(argv[0], argv)
 
@@ -289,15 +289,21 @@ def main() -> int:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    return on_pool(__file__, lambda: benchmark(args.rounds, args.keep))
+
+
+def on_pool(script: str, measure: Callable[[], object]) -> int:
+    """Run measure as the pool user (script run again as that user, when root), in the pool's client
+    environment: 0, else 2 when no pool is up, 1 when a step failed (said on stderr)."""
     if os.environ.get(CHECKED) != "1" and not pool_is_up():
         print(f"no HTCondor pool is up: start it with `{POOL_SCRIPT} up` (see its header)", file=sys.stderr)
         return 2
     user = pool_user()
     if os.geteuid() == 0 and user != "root":
-        rerun_as(user)
+        rerun_as(user, script)
     os.environ.update(client_env())
     try:
-        benchmark(args.rounds, args.keep)
+        measure()
     except (BenchmarkError, subprocess.TimeoutExpired) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

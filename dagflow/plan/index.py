@@ -17,7 +17,7 @@ from typing import Any
 
 from dagflow.plan.model import Plan, Resources
 
-INDEX_FORMAT = 2  # 2: a step's checkpoint exit code
+INDEX_FORMAT = 3  # 2: a step's checkpoint exit code; 3: the exit codes it is not retried after
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,11 @@ class StepSummary:
     retries: int
     resources: Resources
     checkpoint_exit_code: int | None = None  # as StepInfo's: the step checkpoints itself (exits to run again)
+    retry_unless_exit: tuple[int, ...] = ()  # as StepInfo's: exit codes that end the node, retries or not
+
+    def retried_after(self, attempts: int, exit_code: int | None) -> bool:
+        """Whether a node of this step that failed its attempt number `attempts` with exit_code runs again."""
+        return attempts <= self.retries and exit_code not in self.retry_unless_exit
 
 
 @dataclass(slots=True)
@@ -80,7 +85,7 @@ class PlanIndex:
             parent_counts.append(len(known))
             parent_list.extend(known)
         steps = {
-            name: StepSummary(step.retries, step.resources, step.checkpoint_exit_code)
+            name: StepSummary(step.retries, step.resources, step.checkpoint_exit_code, step.retry_unless_exit)
             for name, step in plan.steps.items()
         }
         return cls(
@@ -136,7 +141,7 @@ class PlanIndex:
             "run_id": self.run_id,
             "overrides": self.overrides,
             "steps": [
-                [name, step.retries, asdict(step.resources), step.checkpoint_exit_code]
+                [name, step.retries, asdict(step.resources), step.checkpoint_exit_code, list(step.retry_unless_exit)]
                 for name, step in self.steps.items()
             ],
             "names": self.names,
@@ -157,8 +162,11 @@ class PlanIndex:
             if data["format"] != INDEX_FORMAT:
                 raise ValueError(f"index format {data['format']!r}")
             steps = {
-                str(name): StepSummary(int(retries), Resources(**resources), None if code is None else int(code))
-                for name, retries, resources, code in data["steps"]
+                str(name): StepSummary(
+                    int(retries), Resources(**resources), None if code is None else int(code),
+                    tuple(int(exit_code) for exit_code in unless),
+                )
+                for name, retries, resources, code, unless in data["steps"]
             }
             index = cls(
                 str(data["pipeline"]), str(data["run_id"]), dict(data["overrides"]), steps, data["names"],

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from dagflow.engines.condor import escape
 from dagflow.engines.condor.dag_writer import DagFiles, DagOptions, dag_blocks
+from dagflow.engines.condor.manners import FIELDS as MANNERS
+from dagflow.engines.condor.manners import Manners, declared
 from dagflow.engines.condor.submit_writer import Layout, StepSubmit, build_step_submit
 from dagflow.engines.condor.transfer import TRANSFER, resolve_data_mode
 from dagflow.errors import DagflowError
@@ -27,7 +29,7 @@ class CondorCompileError(DagflowError):
     """A plan value that cannot be written into HTCondor files (exit code 2)."""
 
 
-def step_submits(plan: Plan, layout: Layout) -> dict[str, StepSubmit]:
+def step_submits(plan: Plan, layout: Layout, accounting: tuple[str, ...] = ()) -> dict[str, StepSubmit]:
     by_step: dict[str, list[Node]] = {name: [] for name in plan.steps}
     for node in plan.nodes.values():
         if node.step not in by_step:
@@ -36,10 +38,15 @@ def step_submits(plan: Plan, layout: Layout) -> dict[str, StepSubmit]:
     submits = {}
     for name, step in plan.steps.items():
         try:
-            submits[name] = build_step_submit(plan, step, by_step[name], layout)
+            submits[name] = build_step_submit(plan, step, by_step[name], layout, accounting)
         except ValueError as error:
             raise CondorCompileError(f"step {name}: {error}") from None
     return submits
+
+
+def run_manners(plan: Plan, options: DagOptions) -> Manners:
+    """The run's accounting group, user and batch name: the flags (options), else the pipeline's."""
+    return Manners.of(declared(plan.engine_defaults), {name: getattr(options, name) for name in MANNERS})
 
 
 def compile_plan(
@@ -63,7 +70,11 @@ def compile_plan(
     except ValueError as error:
         raise CondorCompileError(f"pipeline name: {error}") from None
     files = DagFiles.in_dir(layout.out_dir, stem)
-    submits = step_submits(plan, layout)
+    try:
+        accounting = tuple(run_manners(plan, options).submit_lines())
+    except ValueError as error:
+        raise CondorCompileError(str(error)) from None
+    submits = step_submits(plan, layout, accounting)
     layout.out_dir.mkdir(parents=True, exist_ok=True)
     layout.log_dir.mkdir(parents=True, exist_ok=True)
     # Write to a temporary name first so a failed compile never leaves a half-written DAG behind.

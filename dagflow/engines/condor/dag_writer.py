@@ -22,6 +22,10 @@ GPU_CATEGORY = "gpu"
 class DagOptions:
     max_gpu_jobs: int = 16  # GPU nodes DAGMan keeps submitted at once (MAXJOBS gpu N)
     status_interval_s: int = 60  # NODE_STATUS_FILE minimum update time; never ALWAYS-UPDATE
+    # The flags of manners.py (None: the pipeline's condor block says, else HTCondor's default).
+    accounting_group: str | None = None
+    accounting_group_user: str | None = None
+    batch_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

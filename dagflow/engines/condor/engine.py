@@ -19,11 +19,11 @@ from typing import Any, ClassVar
 
 from dagflow.engines.base import RESOURCE_FIELDS, EngineBase, EngineOption, Report
 from dagflow.engines.condor import status_warmer
-from dagflow.engines.condor.compile import compile_plan
+from dagflow.engines.condor.compile import compile_plan, run_manners
 from dagflow.engines.condor.dag_writer import DagOptions
 from dagflow.engines.condor.ingest import ingest_condor, observe_condor
 from dagflow.engines.condor.jobstate import read_jobstate
-from dagflow.engines.condor.observe import read_condor_status
+from dagflow.engines.condor.manners import FIELDS as MANNERS
 from dagflow.engines.condor.preflight import UnstartableError, refuse_unstartable, writable_or_error
 from dagflow.engines.condor.records import CondorRecord, condor_dir, is_condor_run
 from dagflow.engines.condor.schedd import (
@@ -35,6 +35,7 @@ from dagflow.engines.condor.schedd import (
     submit_dagman,
 )
 from dagflow.engines.condor.settings import CONDOR_OPTIONS
+from dagflow.engines.condor.submit_check import warn_never_matching
 from dagflow.engines.condor.transfer import DataModeError, resolve_data_mode
 from dagflow.engines.registry import spec_checks
 from dagflow.errors import DagflowError
@@ -50,6 +51,13 @@ from dagflow.run.result import EXIT_INTERRUPTED
 from dagflow.run.status import RUN_RUNNING, RunStatus, write_plan_index
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
 from dagflow.text import plural
+
+
+def read_condor_status(layout: RunLayout) -> RunStatus:
+    """observe.py's reading, imported when a status is read: `dagflow submit` reads none (#41 item 3)."""
+    from dagflow.engines.condor.observe import read_condor_status as read
+
+    return read(layout)
 
 
 class CondorRunError(DagflowError):
@@ -114,7 +122,8 @@ def prepare_condor(
         raise
     layout.create(plan, engine="condor")
     write_plan_index(layout, plan)  # `dagflow status` reads the index, not the plan (a big one takes seconds)
-    record = CondorRecord(dag=str(dag), schedd=target.name, pool=target.pool, data_mode=mode)
+    batch_name = run_manners(plan, options or DagOptions()).batch_name
+    record = CondorRecord(dag=str(dag), schedd=target.name, pool=target.pool, data_mode=mode, batch_name=batch_name)
     record.save(layout.run_dir)
     return Prepared(layout, record)
 
@@ -135,7 +144,7 @@ def newest_rescue(dag: Path) -> int | None:
 
 def submit_prepared(prepared: Prepared, dry_run: bool = False, rescue: int | None = None) -> Submission:
     """Build the DAGMan job with htcondor2.Submit.from_dag and submit it (unless dry_run)."""
-    options: dict[str, int | bool | str] = {"BatchName": prepared.layout.run_id}
+    options: dict[str, int | bool | str] = {"BatchName": prepared.record.batch_name or prepared.layout.run_id}
     if rescue is not None:
         options["DoRescueFrom"] = rescue
     description = dagman_description(prepared.dag, options)
@@ -147,6 +156,7 @@ def submit_prepared(prepared: Prepared, dry_run: bool = False, rescue: int | Non
         return Submission(prepared, text, None, rescue)
     schedd = reach(prepared.target)  # an unreachable schedd first: the compiled files are kept for it
     refuse_unstartable(prepared.dag.parent)
+    warn_never_matching(prepared.dag.parent, prepared.target.pool)
     cluster = submit_dagman(schedd, prepared.target, description, prepared.dag.parent)
     prepared.record.add_submission(prepared.layout.run_dir, cluster, rescue)
     marker.unlink(missing_ok=True)
@@ -267,7 +277,9 @@ class CondorEngine(EngineBase):
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
         super().__init__(runs_dir, settings)
         self.target = ScheddTarget(self.settings["schedd"], self.settings["pool"])
-        self.dag_options = DagOptions(max_gpu_jobs=self.settings["max_gpu_jobs"])
+        self.dag_options = DagOptions(
+            self.settings["max_gpu_jobs"], **{name: self.settings.get(name) for name in MANNERS}
+        )
         self.last: Submission | None = None  # the latest submission, for submitted()
         self._ingested: RunStatus | None = None  # the status the last ingest read, for the read after it
 

@@ -161,6 +161,19 @@ def attribute_name(name: str, what: str = "attribute") -> str:
     return name
 
 
+POOL_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.@+:-]*"  # accounting groups, users, batch names (manners.py)
+_POOL_NAME = re.compile(POOL_NAME)
+
+
+def pool_name(value: str, what: str = "name") -> str:
+    """An accounting group, accounting group user or batch name: letters, digits and `_.@+:-` only, so it
+    can be written bare after `command = ` or inside a ClassAd string as it is."""
+    if not _POOL_NAME.fullmatch(value):
+        raise ValueError(f"{what} {value!r} may hold only letters, digits and _ . @ + : - (and not start with "
+                         "one of . @ + : -)")
+    return value
+
+
 def node_name(name: str) -> str:
     """A DAGMan node name (also used in file names)."""
     if not _NODE_NAME.fullmatch(name):

@@ -196,7 +196,7 @@ def fold(
     histories = history.nodes if history else {}
     columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
     names, states, attempts_of, rc_of, why_of, started_of, ended_of = columns
-    retries = [step.retries for step in index.steps.values()]
+    steps = list(index.steps.values())
     step_of, parent_counts, parent_list = index.step_of, index.parent_counts, index.parent_list
     failed_or_below = bytearray(len(index))
     first_parent = 0
@@ -219,10 +219,15 @@ def fold(
             exit_code = job.exit_code
         attempts = seen.attempt if seen is not None else (job.jobs if job is not None else 0)
         run_attempts = seen.run_attempts if seen is not None else attempts  # retries restart in a rescue run
+        if from_job and job is not None and job.jobs > attempts:
+            # The job event log is ahead of DAGMan's jobstate log (a resubmitted run's first jobs): the
+            # attempts its jobs show, not the earlier submission's count (one node's story told twice).
+            run_attempts += job.jobs - attempts
+            attempts = job.jobs
         if ad is not None and state not in (PENDING, UPSTREAM_FAILED):
             run_attempts = max(run_attempts, ad.retry_count + 1)
             attempts = max(attempts, run_attempts)
-        if state == FAILED and dagman_alive and run_attempts <= retries[step_of[position]]:
+        if state == FAILED and dagman_alive and steps[step_of[position]].retried_after(run_attempts, exit_code):
             state = RETRYING
         elif cancelled_at is not None and _interrupted_by_cancel(state, at, job, cancelled_at):
             state = INTERRUPTED

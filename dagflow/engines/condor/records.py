@@ -5,7 +5,7 @@
         <pipeline>.jobstate.log, dagflow.jobs.log (the nodes' job event log),
         <pipeline>.dag.condor.sub, .dagman.out, .dagman.log (the DAGMan job's own), .rescueNNN
     condor/run.json          {"engine": "condor", "dag": path, "schedd": name|null, "pool": host|null,
-                              "data_mode": "transfer"|"shared",
+                              "data_mode": "transfer"|"shared", "batch_name": name|null,
                               "submissions": [{"cluster": id, "t": time, "rescue": N|null,
                                                   "removed": time|null}, ...]}
 
@@ -59,6 +59,7 @@ class CondorRecord:
     submissions: list[Submission] = field(default_factory=list)
     engine: str = ENGINE
     data_mode: str = "shared"  # transfer or shared (runs recorded before data modes were shared)
+    batch_name: str | None = None  # what condor_q shows its jobs under (manners.py; None: the run id)
 
     @property
     def files(self) -> DagFiles:
@@ -105,7 +106,7 @@ class CondorRecord:
         return record
 
     def _well_typed(self) -> bool:
-        texts = (self.schedd, self.pool)
+        texts = (self.schedd, self.pool, self.batch_name)
         times = [number for sub in self.submissions for number in (sub.t, sub.removed) if number is not None]
         return (
             isinstance(self.dag, str) and isinstance(self.engine, str) and isinstance(self.data_mode, str)

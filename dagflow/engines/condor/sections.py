@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from dagflow.engines.condor.escape import POOL_NAME
 from dagflow.engines.condor.settings import DATA_MODES, DEFAULT_MAX_TRANSFER_OUTPUT_MB
 from dagflow.policies import gpu_classes
 from dagflow.spec.model import Identifier, ScalarValue, StepSpec, Strict
@@ -30,6 +31,21 @@ class CondorSpec(Strict):
         description="transfer mode: the most MiB one node's job may send back (HTCondor's max_transfer_output_mb); "
         "a job over it is held, then removed, and the node fails saying so "
         f"[default: {DEFAULT_MAX_TRANSFER_OUTPUT_MB}]",
+    )
+    accounting_group: str | None = Field(
+        None, pattern=f"^{POOL_NAME}$",
+        description="the accounting group the run's jobs count against (HTCondor's accounting_group; "
+        "`--accounting-group` overrides)",
+    )
+    accounting_group_user: str | None = Field(
+        None, pattern=f"^{POOL_NAME}$",
+        description="the user within that group (HTCondor's accounting_group_user; `--accounting-group-user` "
+        "overrides)",
+    )
+    batch_name: str | None = Field(
+        None, pattern=f"^{POOL_NAME}$",
+        description="the name condor_q shows the run's jobs under (DAGMan's -batch-name) [default: the run id; "
+        "`--batch-name` overrides]",
     )
 
 
@@ -61,7 +77,8 @@ def plan_fields(step: StepSpec) -> dict[str, Any]:
 
 SECTION = EngineSection(
     block=CondorSpec,
-    block_help="HTCondor engine settings: {data_mode: transfer|shared, max_transfer_output_mb: MiB}",
+    block_help="HTCondor engine settings: {data_mode: transfer|shared, max_transfer_output_mb: MiB, "
+    "accounting_group: NAME, accounting_group_user: NAME, batch_name: NAME}",
     step_fields=CondorStepFields,
     examples={"condor": "a mapping such as {data_mode: transfer}", "classads": "a mapping such as {DagflowTeam: recs}"},
     plan_fields=plan_fields,

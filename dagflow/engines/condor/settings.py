@@ -20,6 +20,12 @@ CONDOR_OPTIONS = (
                  "declared inputs, scripts and outputs) or shared (jobs run in the pipeline's directory) "
                  "(default: the pipeline's condor.data_mode, else transfer).", commands=_STARTING,
                  metavar="|".join(DATA_MODES)),
+    EngineOption("accounting_group", ("--accounting-group",), "condor: the accounting group the run's jobs "
+                 "count against (default: the pipeline's condor.accounting_group).", commands=_STARTING),
+    EngineOption("accounting_group_user", ("--accounting-group-user",), "condor: the user within that group "
+                 "(default: the pipeline's condor.accounting_group_user).", commands=_STARTING),
+    EngineOption("batch_name", ("--batch-name",), "condor: the name condor_q shows the run's jobs under "
+                 "(default: the pipeline's condor.batch_name, else the run id).", commands=_STARTING),
     EngineOption("dry_run", ("--dry-run",), "condor: print the DAGMan job's submit description; submit nothing.",
                  bool, False, commands=frozenset({"submit", "resubmit"})),
 )

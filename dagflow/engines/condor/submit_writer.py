@@ -259,7 +259,10 @@ def _runtime_lines(step: StepInfo, universe: str) -> list[str]:
     return [_submit_line("container_image", image)]
 
 
-def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Layout) -> StepSubmit:
+def build_step_submit(
+    plan: Plan, step: StepInfo, nodes: list[Node], layout: Layout, accounting: tuple[str, ...] = ()
+) -> StepSubmit:
+    """The step's submit description; accounting: the run's accounting_group lines (manners.py)."""
     escape.node_name(step.name)
     axis_macros = tuple((axis, axis_macro(axis)) for axis in step.axes)
     has_trial = "trial" not in step.axes and any(node.trial is not None for node in nodes)
@@ -291,7 +294,7 @@ def build_step_submit(plan: Plan, step: StepInfo, nodes: list[Node], layout: Lay
         "step": escape.classad_string(step.name, "step name"),
         "kind": escape.classad_string(step.kind, "step kind"),
         "runtime_env": escape.environment(runtime_environment(step.runtime), "runtime environment"),
-        "attributes": "\n".join(_attributes(step, axis_macros, has_trial)),
+        "attributes": "\n".join([*accounting, *_attributes(step, axis_macros, has_trial)]),
         "policy": "\n".join(
             [*_policy(step, job_retries, transfers), *checkpoint_lines(step, nodes, transfer=transfers)]
         ),
