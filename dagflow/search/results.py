@@ -49,7 +49,8 @@ def searched_params(
         counts = ", ".join(plural(n, "trial") + (f" for {region}" if region else "") for region, n in running.items())
         raise SearchResultError(
             f"search {name!r} is still running ({counts} in flight): wait for it to end "
-            f"(`dagflow search status {name}`), or, if its scheduler was stopped, finish it with `dagflow search run`"
+            f"(`dagflow search status {name}`), or, if its scheduler was stopped, finish it with "
+            f"`dagflow search run PIPELINE --name {name}`"
         )
     run_ids = {(trial.region, trial.number): trial.run_id for trial in trials}
     chosen: dict[str, TrialChoice] = {}
@@ -65,8 +66,8 @@ def searched_params(
         if info["counted"] < record.budget:
             raise SearchResultError(
                 f"search {name!r} stopped before its budget{where} ({info['counted']} of {record.budget} trials): "
-                f"finish it with `dagflow search run`, or take what it found with `dagflow search run --budget "
-                f"{info['counted']}`"
+                f"finish it with `dagflow search run PIPELINE --name {name}`, or take what it found with "
+                f"`--budget {info['counted']}` added"
             )
         best = info["best"]
         unknown = sorted(set(best["params"]) - set(spec.model.params))
