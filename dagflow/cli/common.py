@@ -13,11 +13,15 @@ from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from dagflow.errors import DagflowError, Diagnostic, SpecError
+
+if TYPE_CHECKING:
+    from dagflow.plan.searched import SearchedParams
+    from dagflow.spec import Spec
 
 # Set while a command given --json runs: fail() then prints errors as JSON.
 _JSON_ERRORS: ContextVar[bool] = ContextVar("dagflow_json_errors", default=False)
@@ -224,7 +228,9 @@ def load_plan_or_exit(
         fail(error)
 
 
-def _searched_params(path: Path, spec, source: ParamsSource, only: Mapping[str, Sequence[str]]):
+def _searched_params(
+    path: Path, spec: Spec, source: ParamsSource, only: Mapping[str, Sequence[str]]
+) -> SearchedParams | None:
     """The search results the run takes (plan/searched.py SearchedParams), or None. An error about the
     pipeline's from_search is located at it; one about --params-from-search names the flag."""
     from dagflow.run.layout import pipeline_runs_dir
