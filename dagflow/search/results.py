@@ -5,10 +5,9 @@ applies them; this module only reads the search database."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from difflib import get_close_matches
 from pathlib import Path
 
-from dagflow.errors import DagflowError
+from dagflow.errors import DagflowError, closest
 from dagflow.plan.searched import SearchedParams, TrialChoice
 from dagflow.spec.load import Spec
 from dagflow.text import plural
@@ -32,8 +31,8 @@ def searched_params(
         record = store.search(name)
         if record is None:
             names = store.search_names()
-            close = get_close_matches(name, names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = closest(name, names)
+            hint = f"; {hint}" if hint else ""
             raise SearchResultError(f"no search {name!r} in {db} (its searches: {', '.join(names) or 'none'}){hint}")
         trials = store.trials(name)
     finally:
