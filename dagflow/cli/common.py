@@ -6,16 +6,22 @@ With --json, an error is one JSON object on one line of stderr (stdout keeps onl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from dagflow.errors import DagflowError, Diagnostic, SpecError
+
+if TYPE_CHECKING:
+    from dagflow.plan.searched import SearchedParams
+    from dagflow.spec import Spec
 
 # Set while a command given --json runs: fail() then prints errors as JSON.
 _JSON_ERRORS: ContextVar[bool] = ContextVar("dagflow_json_errors", default=False)
@@ -154,6 +160,37 @@ def find_run_from(given: Path | None, run_id: str | None):  # -> RunLayout
     return locate_run(runs_dirs_seen_from(Path.cwd()), run_id)
 
 
+ParamsFromSearchOption = Annotated[
+    str | None,
+    typer.Option(
+        "--params-from-search", metavar="NAME", show_default=False,
+        help="Take the params from search NAME's best trial, each region's own for a per-region search (as "
+        "`params: {from_search: NAME}` in the pipeline, which this replaces); --set still wins. The search must "
+        "have ended; the run records each region's trial (dagflow status and dagflow report show them).",
+    ),
+]
+SearchDbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--search-db", dir_okay=False, show_default=False,
+        help="The search database of --params-from-search or from_search [default: .dagflow/search.db beside "
+        "the pipeline file, else in this directory].",
+    ),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ParamsSource:
+    """Where a run takes params from a search: --params-from-search (None: the pipeline's from_search) and
+    --search-db (None: the default places)."""
+
+    search: str | None = None
+    db: Path | None = None
+
+
+NO_PARAMS_SOURCE = ParamsSource()
+
+
 def load_plan_or_exit(
     path: Path,
     run_id: str | None = None,
@@ -161,9 +198,11 @@ def load_plan_or_exit(
     only: Sequence[str] | None = None,
     sets: Sequence[str] | None = None,
     engine_settings: Mapping[str, Any] | None = None,
+    params_source: ParamsSource = NO_PARAMS_SOURCE,
 ):  # -> Plan
-    """Load, validate and expand a pipeline file, with the --only and --set given; on bad input print every
-    diagnostic and exit 2. The one loader of run, submit, plan and compile.
+    """Load, validate and expand a pipeline file, with the --only and --set given and the params of a search
+    (params_source, or the pipeline's `params: {from_search: NAME}`); on bad input print every diagnostic and
+    exit 2. The one loader of run, submit, plan and compile.
 
     The engines' spec checks run with it (registry.spec_checks): honoured_by's with its engine_settings, every
     other engine's on the fields the document sets. Warnings (a deprecated key; with honoured_by, each step
@@ -181,9 +220,38 @@ def load_plan_or_exit(
         overrides = parse_overrides(only or (), sets or ())
         spec = load_spec(path, spec_checks(honoured_by, engine_settings))
         print_spec_warnings(spec, honoured_by)
+        searched = _searched_params(path, spec, params_source, overrides.only)
+        if searched is not None:
+            overrides = dataclasses.replace(overrides, searched=searched)
         return plan_with(spec, run_id, overrides, resolve=AutoResources(spec).resolve)
     except DagflowError as error:
         fail(error)
+
+
+def _searched_params(
+    path: Path, spec: Spec, source: ParamsSource, only: Mapping[str, Sequence[str]]
+) -> SearchedParams | None:
+    """The search results the run takes (plan/searched.py SearchedParams), or None. An error about the
+    pipeline's from_search is located at it; one about --params-from-search names the flag."""
+    from dagflow.run.layout import pipeline_runs_dir
+    from dagflow.search.results import SearchResultError, search_db, searched_params
+    from dagflow.search.store import DEFAULT_DB
+    from dagflow.spec.model import FROM_SEARCH
+
+    name = source.search or spec.model.from_search
+    if name is None:
+        return None
+    try:
+        if source.db is not None and not source.db.is_file():
+            raise SearchResultError(f"--search-db {source.db}: no such file")
+        candidates = [source.db] if source.db else [pipeline_runs_dir(path).parent / DEFAULT_DB.name, DEFAULT_DB]
+        return searched_params(search_db([Path(c).absolute() for c in candidates], name), name, spec, only)
+    except SearchResultError as error:
+        if source.search is not None:
+            raise SearchResultError(f"--params-from-search {name}: {error}") from None
+        line, column = spec.positions.of(("params", FROM_SEARCH))
+        where = spec.filename or str(spec.file)
+        raise SpecError([Diagnostic(where, line, column, f"params.{FROM_SEARCH}", str(error))]) from None
 
 
 def print_spec_warnings(spec, engine: str | None = None) -> int:  # spec: dagflow.spec.Spec

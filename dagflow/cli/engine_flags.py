@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dagflow.cli.common import fail, load_plan_or_exit
+from dagflow.cli.common import NO_PARAMS_SOURCE, ParamsSource, fail, load_plan_or_exit
 from dagflow.engines.base import EngineOption, Report
 from dagflow.engines.registry import EngineChoiceError, engine_names, engine_options
 from dagflow.errors import DagflowError
@@ -139,10 +139,14 @@ def load_plan_for(
     only: list[str] | None = None,
     sets: list[str] | None = None,
     settings: dict[str, Any] | None = None,
+    params_source: ParamsSource = NO_PARAMS_SOURCE,
 ) -> Plan:
-    """Load and expand a pipeline with its --only and --set, checked by the engine's spec check with its settings
-    (the options given), warning on stderr about each step field the engine will ignore."""
-    return load_plan_or_exit(pipeline, run_id, honoured_by=engine, only=only, sets=sets, engine_settings=settings)
+    """Load and expand a pipeline with its --only, --set and search params, checked by the engine's spec check
+    with its settings (the options given), warning on stderr about each step field the engine will ignore."""
+    return load_plan_or_exit(
+        pipeline, run_id, honoured_by=engine, only=only, sets=sets, engine_settings=settings,
+        params_source=params_source,
+    )  # fmt: skip
 
 
 def print_report(report: Report, json_output: bool) -> None:

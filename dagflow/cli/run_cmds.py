@@ -13,7 +13,10 @@ import typer
 from dagflow.cli.common import (
     JsonOption,
     OnlyOption,
+    ParamsFromSearchOption,
+    ParamsSource,
     PipelineRunsDirOption,
+    SearchDbOption,
     SetOption,
     as_typed,
     checked_run_id,
@@ -37,7 +40,13 @@ class UsageError(DagflowError):
 
 
 def _load_plan(
-    pipeline: Path, run_id: str | None, engine: str, only: list[str], sets: list[str], settings: dict[str, Any]
+    pipeline: Path,
+    run_id: str | None,
+    engine: str,
+    only: list[str],
+    sets: list[str],
+    settings: dict[str, Any],
+    searched: ParamsSource,
 ) -> Plan:
     from dagflow.plan import Plan
     from dagflow.run.ids import new_run_id
@@ -45,9 +54,12 @@ def _load_plan(
     if not pipeline.is_file():
         raise UsageError(f"{pipeline}: no such file")
     if pipeline.suffix != ".json":
-        return load_plan_for(pipeline, run_id, engine, only, sets, settings)
-    if only or sets:
-        raise UsageError(f"{pipeline}: a plan file is run as it was planned; --only and --set need a pipeline file")
+        return load_plan_for(pipeline, run_id, engine, only, sets, settings, searched)
+    if only or sets or searched.search:
+        raise UsageError(
+            f"{pipeline}: a plan file is run as it was planned; --only, --set and --params-from-search need a "
+            "pipeline file"
+        )
     try:
         plan = Plan.from_json(pipeline.read_text())
     except (ValueError, KeyError, TypeError) as error:
@@ -78,13 +90,16 @@ def run_command(
     engine: Annotated[str | None, engine_option(RUN_DEFAULT_ENGINE)] = None,
     only: OnlyOption = None,
     sets: SetOption = None,
+    params_from_search: ParamsFromSearchOption = None,
+    search_db: SearchDbOption = None,
     engine_settings: dict[str, Any] | None = None,
 ) -> None:
     """Run a pipeline and wait for it: on this machine by default (nodes in parallel, retries, timeouts,
     caching, resume), or on a batch engine with --engine.
 
     Part of it, or other params: `dagflow run pipeline.yaml --only region=us --set alpha=0.5` runs the us
-    nodes with alpha 0.5; running the same command again finds them cached.
+    nodes with alpha 0.5; running the same command again finds them cached. `--params-from-search NAME`
+    runs each region with the best params search NAME found for it.
 
     Every run keeps its plan, logs and journal in RUNS_DIR/<run-id>/ (.dagflow/runs beside the pipeline file,
     wherever the command is typed; status and logs find it from there and from here). A node unchanged since it last
@@ -102,9 +117,10 @@ def run_command(
     from dagflow.engines.registry import load_engine
 
     given = engine_settings or {}
+    searched = ParamsSource(params_from_search, search_db)
     try:
         if resume is not None:
-            check_resume_arguments(pipeline, run_id, only, sets)
+            check_resume_arguments(pipeline, run_id, only, sets, searched)
             layout = find_run_from(runs_dir, resume)
             name = continued_engine(layout, engine)
             check_engine_settings(name, given, "run")
@@ -115,7 +131,7 @@ def run_command(
                 raise UsageError("give a pipeline file to run, or --resume RUN_ID")
             name = engine or RUN_DEFAULT_ENGINE
             check_engine_settings(name, given, "run")
-            plan = _load_plan(pipeline, run_id, name, only or [], sets or [], given)
+            plan = _load_plan(pipeline, run_id, name, only or [], sets or [], given, searched)
             chosen_dir = runs_dir_of(pipeline, runs_dir)
             chosen = load_engine(name, chosen_dir, given)
             layout = RunLayout(Path(chosen_dir).absolute(), plan.run_id)

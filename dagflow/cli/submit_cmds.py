@@ -13,9 +13,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from dagflow.cli.common import (
+    NO_PARAMS_SOURCE,
     JsonOption,
     OnlyOption,
+    ParamsFromSearchOption,
+    ParamsSource,
     PipelineRunsDirOption,
+    SearchDbOption,
     SetOption,
     checked_run_id,
     fail,
@@ -87,11 +91,16 @@ def admit_continued(layout: RunLayout) -> None:
 
 
 def check_resume_arguments(
-    pipeline: Path | None, run_id: str | None, only: list[str] | None = None, sets: list[str] | None = None
+    pipeline: Path | None,
+    run_id: str | None,
+    only: list[str] | None = None,
+    sets: list[str] | None = None,
+    params_source: ParamsSource = NO_PARAMS_SOURCE,
 ) -> None:
-    if pipeline is not None or run_id is not None or only or sets:
+    if pipeline is not None or run_id is not None or only or sets or params_source.search or params_source.db:
         raise EngineUsageError(
-            "--resume continues an existing run as it was planned: give no pipeline, --run-id, --only or --set"
+            "--resume continues an existing run as it was planned: give no pipeline, --run-id, --only, --set, "
+            "--params-from-search or --search-db"
         )
 
 
@@ -112,6 +121,8 @@ def submit_command(
     json_output: JsonOption = False,
     only: OnlyOption = None,
     sets: SetOption = None,
+    params_from_search: ParamsFromSearchOption = None,
+    search_db: SearchDbOption = None,
     engine_settings: dict[str, Any] | None = None,
 ) -> None:
     """Submit a pipeline to an engine and return once it holds the work.
@@ -129,9 +140,10 @@ def submit_command(
     from dagflow.engines.registry import load_engine
 
     given = engine_settings or {}
+    searched = ParamsSource(params_from_search, search_db)
     try:
         if resume is not None:
-            check_resume_arguments(pipeline, run_id, only, sets)
+            check_resume_arguments(pipeline, run_id, only, sets, searched)
             layout = find_run_from(runs_dir, resume)
             name = continued_engine(layout, engine)
             check_engine_settings(name, given, "submit")
@@ -143,7 +155,7 @@ def submit_command(
                 raise EngineUsageError("give a pipeline file to submit, or --resume RUN_ID")
             name = engine or SUBMIT_DEFAULT_ENGINE
             check_engine_settings(name, given, "submit")
-            plan = load_plan_for(pipeline, run_id, name, only, sets, given)
+            plan = load_plan_for(pipeline, run_id, name, only, sets, given, searched)
             chosen_dir = runs_dir_of(pipeline, runs_dir)
             chosen = load_engine(name, chosen_dir, given)
             layout = RunLayout(Path(chosen_dir).absolute(), plan.run_id)

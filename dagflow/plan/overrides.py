@@ -14,6 +14,7 @@ from typing import Any
 from dagflow.errors import DagflowError, SpecError, closest
 from dagflow.plan.expand import StepResolver, expand, param_text
 from dagflow.plan.model import Plan
+from dagflow.plan.searched import RECORD_KEY, SearchedParams, expand_searched
 from dagflow.spec.load import Spec
 from dagflow.spec.yamlpos import load_yaml
 from dagflow.text import CONTROL_CHARACTERS
@@ -29,9 +30,10 @@ class OverrideError(DagflowError):
 class Overrides:
     only: dict[str, tuple[str, ...]] = field(default_factory=dict)  # axis -> the values kept
     params: dict[str, ScalarValue] = field(default_factory=dict)  # param -> its value for this run
+    searched: SearchedParams | None = None  # params from a finished search (plan/searched.py)
 
     def __bool__(self) -> bool:
-        return bool(self.only or self.params)
+        return bool(self.only or self.params or self.searched)
 
     def to_dict(self) -> dict[str, Any]:
         """As recorded in plan.json: only what was given."""
@@ -40,18 +42,22 @@ class Overrides:
             recorded["only"] = {axis: list(values) for axis, values in self.only.items()}
         if self.params:
             recorded["set"] = dict(self.params)
+        if self.searched:
+            recorded[RECORD_KEY] = self.searched.to_dict()
         return recorded
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Overrides:
         only = {axis: tuple(values) for axis, values in data.get("only", {}).items()}
-        return cls(only=only, params=dict(data.get("set", {})))
+        searched = SearchedParams.from_dict(data[RECORD_KEY]) if RECORD_KEY in data else None
+        return cls(only=only, params=dict(data.get("set", {})), searched=searched)
 
     def describe(self) -> str:
-        """The overrides as the options that give them: `--only region=us --set alpha=0.5`."""
+        """The overrides as the options that give them: `--only region=us --set alpha=0.5`, and where the
+        params came from: `params from search 'tune': us t3, br t1`."""
         words = [f"--only {axis}={value}" for axis, values in self.only.items() for value in values]
         words += [f"--set {name}={param_text(value)}" for name, value in self.params.items()]
-        return " ".join(words)
+        return "; ".join(part for part in (" ".join(words), self.searched and self.searched.describe()) if part)
 
 
 def parse_overrides(only: Sequence[str] = (), sets: Sequence[str] = ()) -> Overrides:
@@ -115,7 +121,10 @@ def plan_with(spec: Spec, run_id: str | None, overrides: Overrides, *, resolve: 
     """The plan of spec with the overrides applied and recorded (a plain expand when there are none);
     resolve fills in `auto` resources (expand's StepResolver)."""
     check_overrides(spec, overrides)
-    plan = expand(spec, run_id=run_id, params=overrides.params, resolve=resolve)
+    if overrides.searched:
+        plan = expand_searched(spec, run_id, overrides.searched, overrides.params, resolve)
+    else:
+        plan = expand(spec, run_id=run_id, params=overrides.params, resolve=resolve)
     if overrides.only:
         plan = select(plan, overrides.only)
     plan.overrides = overrides.to_dict()

@@ -15,6 +15,7 @@ from typing import Any
 from dagflow.bounded import BoundedInputError, loads_json, read_bounded
 from dagflow.engines.registry import read_run_status
 from dagflow.plan import Plan
+from dagflow.plan.searched import SearchedParams, TrialChoice
 from dagflow.run.journal import NodeRecord
 from dagflow.run.layout import SEARCH_TRIAL_FILE, RunLayout
 from dagflow.run.status import RunStatus
@@ -43,12 +44,16 @@ class RunReport:
     metrics_skipped: int  # nodes with a metrics file past MAX_METRICS_FILES
     promotions: list[dict[str, Any]]
     search: dict[str, Any] | None = None  # the search's summary (dagflow.search.report.summarise)
+    # where the params came from when a finished search chose them, and the trial each model (train node) took
+    searched: SearchedParams | None = None
+    model_trials: dict[str, TrialChoice] = field(default_factory=dict)
     steps: list[StepRow] = field(default_factory=list)  # per step: counts by state, wall time, slowest node
     made: float = field(default_factory=time.time)
 
 
 def collect(status: RunStatus, search_db: Path | None = None) -> RunReport:
     from dagflow.run.promotions import promotion_records
+    from dagflow.run.provenance import model_trials, searched_params
 
     layout = status.layout
     states = status.node_states()
@@ -72,6 +77,8 @@ def collect(status: RunStatus, search_db: Path | None = None) -> RunReport:
         promotions=promotion_records(layout.run_dir, states),
         search=search_of_run(layout, search_db) if search_db is not None else None,
         steps=status.steps(states),
+        searched=searched_params(status.plan),
+        model_trials=model_trials(status.plan),
     )
 
 

@@ -48,7 +48,7 @@ def _header(report: RunReport) -> str:
 def _nav(report: RunReport) -> str:
     links = [("dag", "DAG"), *([("steps", "Steps")] if _has_steps(report) else []), ("timeline", "Timeline"),
              ("resources", "Resources")]
-    if report.metrics or report.promotions:
+    if report.metrics or report.promotions or report.model_trials:
         links.append(("regions", "Metrics & promotions"))
     if report.search is not None:
         links.append(("search", "Search"))
@@ -177,7 +177,7 @@ def _field_text(value: object) -> str:
 
 
 def _regions_section(report: RunReport) -> str:
-    if not report.metrics and not report.promotions:
+    if not report.metrics and not report.promotions and not report.model_trials:
         return ""
     plan = report.plan
     axes = [axis for step in plan.steps.values() for axis in step.axes]
@@ -208,23 +208,50 @@ def _regions_section(report: RunReport) -> str:
         hidden = max(0, len(names) - METRIC_ROWS) + report.metrics_skipped
         if hidden:
             parts.append(f'<p class="muted">{hidden} more nodes with metrics not shown.</p>')
+    parts.append(_models_table(report))
     if report.promotions:
+        searched = report.searched
         rows = []
         for record in report.promotions:
             verdict = str(record.get("verdict", ""))
+            node = plan.nodes.get(str(record.get("node")))
+            choice = searched.choice_of(node.coords) if searched and node else None
+            trial = f"<td>{esc(choice.label(searched.search) if choice and searched else '')}</td>" if searched else ""
             rows.append(
                 f"<tr><td>{esc(record.get('label', ''))}</td><td class=\"verdict-{esc(verdict)}\">{esc(verdict)}</td>"
                 f"<td>{esc(record.get('metric') or '')}</td>"
                 f"{value_cell(record.get('new'))}{value_cell(record.get('old'))}"
-                f"<td>{esc(record.get('reason') or '')}</td><td>{esc(record.get('pointer') or '')}</td></tr>"
+                f"<td>{esc(record.get('reason') or '')}</td><td>{esc(record.get('pointer') or '')}</td>{trial}</tr>"
             )
         parts.append(
             '<h3>Promotion verdicts</h3><table class="sortable"><thead><tr><th>where</th><th>verdict</th>'
-            "<th>metric</th>"
-            f"<th>new</th><th>old</th><th>reason</th><th>pointer</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            "<th>metric</th><th>new</th><th>old</th><th>reason</th><th>pointer</th>"
+            f"{'<th>search trial</th>' if searched else ''}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         )
     parts.append("</section>")
     return "".join(parts)
+
+
+def _models_table(report: RunReport) -> str:
+    """Each model (train node) of a run whose params a search chose, with the trial they came from."""
+    searched = report.searched
+    if searched is None or not report.model_trials:
+        return ""
+    rows = []
+    for name, choice in report.model_trials.items():
+        node = report.plan.nodes[name]
+        where = node.coords.get(searched.axis, "") if searched.axis else ""
+        params = ", ".join(f"{key}={json.dumps(value)}" for key, value in choice.params.items())
+        rows.append(
+            f"<tr><td>{esc(where)}</td><td>{esc(name)}</td><td>{state_badge(report.states.get(name, 'pending'))}</td>"
+            f"<td>{esc(choice.label(searched.search))}</td><td>{esc(choice.run_id)}</td><td>{esc(params)}</td></tr>"
+        )
+    return (
+        f"<h3>Models and the search trials they came from</h3><p>params from search <b>{esc(searched.search)}</b>"
+        f"{f', per {esc(searched.axis)}' if searched.axis else ''}</p>"
+        f'<table class="sortable"><thead><tr><th>{esc(searched.axis or "")}</th><th>model</th><th>state</th>'
+        f"<th>search trial</th><th>trial run</th><th>params</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _has_steps(report: RunReport) -> bool:

@@ -16,7 +16,9 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     StringConstraints,
+    ValidatorFunctionWrapHandler,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -31,6 +33,9 @@ MATRIX_VALUE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 MATRIX_VALUE_HELP = ("letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64 characters "
                      "(matrix values become node names and file names)")
 OLD_OPTIMIZER_KEY = "engine"  # search.optimizer's deprecated name: it said nothing about where nodes run
+# `params: {from_search: NAME}`: the params come from a finished search's best trial (per region with `per`);
+# the key is no param itself.
+FROM_SEARCH = "from_search"
 
 _size_schema = {"anyOf": [{"type": "string", "description": SIZE_HELP}, {"type": "number"}]}
 _duration_schema = {"anyOf": [{"type": "string", "description": DURATION_HELP}, {"type": "number"}]}
@@ -463,7 +468,9 @@ class PipelineSpec(Strict):
         default_factory=dict, description="fan-out axes, e.g. region: [us, br, de, jp]"
     )
     params: dict[Identifier, ScalarValue] = Field(
-        default_factory=dict, description="defaults templates can use as {params.NAME}"
+        default_factory=dict,
+        description="defaults templates can use as {params.NAME}; `from_search: NAME` takes them from a finished "
+        "search's best trial (that region's, for a per-region search)",
     )
     steps: dict[Annotated[str, StringConstraints(pattern=STEP_NAME)], StepSpec] = Field(min_length=1)
     search: SearchSpec | None = None
@@ -471,3 +478,22 @@ class PipelineSpec(Strict):
     runtime: RuntimeSpec | None = Field(
         None, description="what runs every step on the execute node: {python: PATH} or {container_image: IMAGE}"
     )
+    _from_search: str | None = PrivateAttr(None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _params_from_search(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """`params.from_search` is kept apart from the params (validation checks its value)."""
+        taken = None
+        if isinstance(data, dict) and isinstance(data.get("params"), dict) and FROM_SEARCH in data["params"]:
+            params = dict(data["params"])
+            taken = params.pop(FROM_SEARCH)
+            data = {**data, "params": params}
+        model = handler(data)
+        model._from_search = taken if isinstance(taken, str) else None
+        return model
+
+    @property
+    def from_search(self) -> str | None:
+        """The search whose best params this pipeline runs with (`params: {from_search: NAME}`), or None."""
+        return self._from_search

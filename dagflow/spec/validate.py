@@ -29,6 +29,7 @@ from dagflow.spec.cron import CronError
 from dagflow.spec.cron import normalize as normalize_cron
 from dagflow.spec.model import (
     CHECKPOINT_EXIT_CODE,
+    FROM_SEARCH,
     INCLUDE,
     MATRIX_VALUE_HELP,
     OLD_OPTIMIZER_KEY,
@@ -217,7 +218,8 @@ class _Checker:
         self._matrix(matrix)
         self._control_chars(("params",), params)
         search_vars = search.get("variables") if isinstance(search.get("variables"), dict) else {}
-        param_names = {str(name) for name in params}
+        self._from_search(params)
+        param_names = {str(name) for name in params if name != FROM_SEARCH}
         self._search_defaults(search_vars, param_names)
         if OLD_OPTIMIZER_KEY in search:
             line, column = self.positions.of(("search", OLD_OPTIMIZER_KEY), key=True)
@@ -378,6 +380,11 @@ class _Checker:
         elif self.base is not None and not _inside(self.base, normal):
             self.add(path, f"{text!r} resolves outside the job's directory (through a symbolic link)",
                      hint="name the file inside the pipeline's directory")
+
+    def _from_search(self, params: dict[str, Any]) -> None:
+        if FROM_SEARCH in params and (not isinstance(params[FROM_SEARCH], str) or not params[FROM_SEARCH].strip()):
+            self.add(("params", FROM_SEARCH), f"{FROM_SEARCH} names a search: expected its name, not "
+                     f"{params[FROM_SEARCH]!r}", hint="e.g. from_search: nightly (`dagflow search status` lists them)")
 
     def _search_defaults(self, search_vars: dict[str, Any], param_names: set[str]) -> None:
         for name in search_vars:
