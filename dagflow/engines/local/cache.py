@@ -24,12 +24,14 @@ does, so unchanged large inputs are not read again.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import secrets
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,12 +92,16 @@ class NodeCache:
         """Write the successes recorded since the last flush; whether there were any."""
         if not self._pending:
             return False
-        if self._index_fd is None:
-            self.cache_dir.mkdir(parents=True, exist_ok=True)
-            self._index_fd = os.open(self._index_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
         data = "".join(self._pending).encode()
         self._pending.clear()
-        os.write(self._index_fd, data)
+        with _index_locked(self.cache_dir):
+            if self._index_fd is not None and _replaced(self._index_fd, self._index_path):
+                os.close(self._index_fd)  # `runs gc` rewrote the index: append to the new one
+                self._index_fd = None
+            if self._index_fd is None:
+                self._index_fd = os.open(self._index_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.write(self._index_fd, data)
         return True
 
     def products_fingerprint(self, plan: Plan, node: Node) -> str:
@@ -205,6 +211,51 @@ class NodeCache:
             return memo if isinstance(memo, dict) else {}
         except (OSError, ValueError):
             return {}
+
+
+def drop_entries(cache_dir: Path, keys: set[str]) -> int:
+    """Remove the index entries of these keys (those only runs `dagflow runs gc` removed account for); how
+    many. The index is rewritten in one rename under the index lock, and a runner appending to it meanwhile
+    appends to the new one (flush). A run started during the gc that made one of these keys again loses
+    that entry: its next run runs the node again rather than trust it."""
+    index = cache_dir / "index.jsonl"
+    if not keys:
+        return 0
+    with _index_locked(cache_dir):
+        try:
+            lines = index.read_bytes().splitlines(keepends=True)
+        except FileNotFoundError:
+            return 0
+        kept = [line for line in lines if _key_of(line) not in keys]
+        if len(kept) < len(lines):
+            write_atomic(index, b"".join(kept))
+    return len(lines) - len(kept)
+
+
+def _key_of(line: bytes) -> str | None:
+    try:
+        key = json.loads(line)["k"]
+    except (ValueError, KeyError, TypeError):
+        return None  # a torn line: not ours to judge
+    return key if isinstance(key, str) else None
+
+
+@contextmanager
+def _index_locked(cache_dir: Path) -> Iterator[None]:
+    fd = os.open(cache_dir / "index.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _replaced(fd: int, path: Path) -> bool:
+    """Whether path no longer names the file fd is open on."""
+    try:
+        return os.stat(path).st_ino != os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return True
 
 
 def products_of(plan: Plan, node: Node) -> list[str]:
