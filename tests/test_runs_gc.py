@@ -190,3 +190,39 @@ def test_gc_needs_a_rule_and_reads_durations(tmp_path: Path) -> None:
         os.utime(old / name, (week_ago, week_ago))
     removed = _dagflow("runs", "gc", "--older-than", "7d", "--json", cwd=project, env=env)
     assert json.loads(removed.stdout)["removed"] == 1 and not old.exists(), removed.stdout + removed.stderr
+
+
+def test_cancel_of_a_live_run_by_a_prefix_of_its_id_from_elsewhere(tmp_path: Path) -> None:
+    project, env = _project(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.mkfifo(project / "started")
+    os.mkfifo(project / "gate")
+    submitted = _dagflow("submit", "pipeline.yaml", "--engine", "local", "--run-id", "tocancel-1", cwd=project, env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    _opened(project / "started", "r")
+    cancelled = _dagflow("cancel", "tocancel", "--json", cwd=elsewhere, env=env)
+    assert cancelled.returncode in (0, 1, 130), cancelled.stderr
+    status = _ended(elsewhere, env, "tocancel-1")
+    assert status["state"] in ("interrupted", "cancelled"), status["state"]
+
+
+def test_gc_keeps_the_run_behind_a_promoted_model(tmp_path: Path) -> None:
+    """A promotion pointer names the run whose model it points at: that run stays; an earlier run whose
+    promotion the pointer has moved past goes."""
+    project, env = _project(tmp_path)
+    for run_id, n in (("first", 1), ("second", 2), ("third", 3)):
+        done = _dagflow("run", "pipeline.yaml", "--set", f"n={n}", "--run-id", run_id, cwd=project, env=env)
+        assert done.returncode == 0, done.stderr
+    runs = project / ".dagflow" / "runs"
+    for run_id in ("first", "second"):
+        verdict = {"node": "train.promote", "verdict": "promoted", "reason": "better", "metric": "loss",
+                   "better": "lower", "pointer": "models/latest.json", "run_id": run_id}
+        (runs / run_id / "promotions").mkdir()
+        (runs / run_id / "promotions" / "train.promote.json").write_text(json.dumps(verdict), encoding="utf-8")
+    (project / "models").mkdir()
+    (project / "models" / "latest.json").write_text(json.dumps({"run_id": "first", "model": "m"}), encoding="utf-8")
+    gc = _dagflow("runs", "gc", "--keep", "0", cwd=project, env=env)
+    assert gc.returncode == 0, gc.stderr
+    assert sorted(path.name for path in runs.iterdir() if path.is_dir()) == ["first"]
+    assert "first (behind the promoted model of" in gc.stdout, gc.stdout
