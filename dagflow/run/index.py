@@ -49,6 +49,10 @@ def note_run(run_dir: Path, pipeline: str) -> None:
     entry = Entry(Path(run_dir).name, str(Path(run_dir).absolute()), pipeline, round(time.time(), 3))
     with contextlib.suppress(OSError), _locked() as index, open(index, "ab") as handle:
         handle.write(_line(entry))
+        handle.flush()
+        # Durable now, before the run starts: left to the page cache, the run's first journal fsync would
+        # wait for it (ext4's ordered mode writes other files' data with a commit).
+        os.fsync(handle.fileno())
 
 
 def indexed_runs() -> list[Entry]:

@@ -31,7 +31,6 @@ import os
 import secrets
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -92,16 +91,16 @@ class NodeCache:
         """Write the successes recorded since the last flush; whether there were any."""
         if not self._pending:
             return False
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        if self._index_fd is None:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            self._index_fd = _open_index(self._index_path)
         data = "".join(self._pending).encode()
         self._pending.clear()
-        with _index_locked(self.cache_dir):
-            if self._index_fd is not None and _replaced(self._index_fd, self._index_path):
-                os.close(self._index_fd)  # `runs gc` rewrote the index: append to the new one
-                self._index_fd = None
-            if self._index_fd is None:
-                self._index_fd = os.open(self._index_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._index_fd = _lock_index(self._index_fd, self._index_path)
+        try:
             os.write(self._index_fd, data)
+        finally:
+            fcntl.flock(self._index_fd, fcntl.LOCK_UN)
         return True
 
     def products_fingerprint(self, plan: Plan, node: Node) -> str:
@@ -215,20 +214,23 @@ class NodeCache:
 
 def drop_entries(cache_dir: Path, keys: set[str]) -> int:
     """Remove the index entries of these keys (those only runs `dagflow runs gc` removed account for); how
-    many. The index is rewritten in one rename under the index lock, and a runner appending to it meanwhile
+    many. The index is rewritten in one rename while its lock is held, and a runner appending meanwhile
     appends to the new one (flush). A run started during the gc that made one of these keys again loses
     that entry: its next run runs the node again rather than trust it."""
     index = cache_dir / "index.jsonl"
     if not keys:
         return 0
-    with _index_locked(cache_dir):
-        try:
-            lines = index.read_bytes().splitlines(keepends=True)
-        except FileNotFoundError:
-            return 0
+    try:
+        fd = _lock_index(os.open(index, os.O_RDONLY), index, os.O_RDONLY)
+    except FileNotFoundError:
+        return 0
+    try:
+        lines = index.read_bytes().splitlines(keepends=True)
         kept = [line for line in lines if _key_of(line) not in keys]
         if len(kept) < len(lines):
             write_atomic(index, b"".join(kept))
+    finally:
+        os.close(fd)  # the lock goes with it, after the rename: who waited for it sees the new index
     return len(lines) - len(kept)
 
 
@@ -240,22 +242,22 @@ def _key_of(line: bytes) -> str | None:
     return key if isinstance(key, str) else None
 
 
-@contextmanager
-def _index_locked(cache_dir: Path) -> Iterator[None]:
-    fd = os.open(cache_dir / "index.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+def _open_index(path: Path, flags: int = os.O_WRONLY | os.O_APPEND | os.O_CREAT) -> int:
+    return os.open(path, flags, 0o644)
+
+
+def _lock_index(fd: int, path: Path, flags: int = os.O_WRONLY | os.O_APPEND | os.O_CREAT) -> int:
+    """fd, or one opened on path again, holding the index's flock: a file `runs gc` renamed another over while
+    fd waited is not the index any more."""
+    while True:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
         os.close(fd)
-
-
-def _replaced(fd: int, path: Path) -> bool:
-    """Whether path no longer names the file fd is open on."""
-    try:
-        return os.stat(path).st_ino != os.fstat(fd).st_ino
-    except FileNotFoundError:
-        return True
+        fd = _open_index(path, flags)
 
 
 def products_of(plan: Plan, node: Node) -> list[str]:
