@@ -13,7 +13,7 @@ from pathlib import Path
 from dagflow.bounded import BoundedInputError, loads_json, read_bounded
 from dagflow.errors import DagflowError
 from dagflow.promote.decide import PROMOTED
-from dagflow.promote.promote import read_pointer
+from dagflow.promote.promote import parse_pointer
 from dagflow.promote.store import Store
 from dagflow.run.promotions import PROMOTIONS_DIR
 
@@ -28,7 +28,7 @@ def promoted_runs(run_dirs: Iterable[Path]) -> dict[Path, str]:
     behind: dict[Path, str] = {}
     for pointer, runs in promoters.items():
         try:
-            current = read_pointer(store, pointer)
+            current = parse_pointer(store.read(pointer), pointer)
             named = current.get("run_id") if current is not None else None
         except (DagflowError, OSError):
             named = None
