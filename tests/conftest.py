@@ -1,5 +1,8 @@
 import compileall
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,8 @@ CLUSTER_FIXTURES = frozenset({"slurm_cluster", "sge_cluster", "condor_pool"})
 SLOW_SERVER_FIXTURES = frozenset({"seaweedfs"})
 
 
+_STATE_HOME = tempfile.mkdtemp(prefix="dagflow-test-state-")
+
 # With PYTHONDONTWRITEBYTECODE set (as on the machines CI runs on), every test process would rewrite the
 # asserts of every test module and every `dagflow` command a test starts would compile the package again:
 # about a third of the fast subset's time. The caches go to the ignored __pycache__ folders.
@@ -22,6 +27,9 @@ sys.dont_write_bytecode = False
 
 def pytest_configure(config):  # type: ignore[no-untyped-def]
     begin_session()
+    # Every run a test makes is noted in the user's index of runs (dagflow/run/index.py): keep the tests' own,
+    # one per test process, out of the real one (the dagflow commands tests start inherit it).
+    os.environ["XDG_STATE_HOME"] = _STATE_HOME
     if not hasattr(config, "workerinput"):  # once, before the xdist workers start
         compileall.compile_dir(Path(__file__).resolve().parent.parent / "dagflow", quiet=1)
     config.addinivalue_line(
@@ -37,6 +45,10 @@ def pytest_configure(config):  # type: ignore[no-untyped-def]
         "other pool test does (tests/cluster_lifetime.py cluster_use)"
     )
     config.addinivalue_line("markers", "slow: takes tens of seconds without any cluster; left out of the fast subset")
+
+
+def pytest_unconfigure(config):  # type: ignore[no-untyped-def]
+    shutil.rmtree(_STATE_HOME, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]

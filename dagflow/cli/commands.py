@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "condor_cmds",
     "run_cmds",
     "submit_cmds",
+    "runs_cmds",
     "transfer_cmds",
     "schedule_cmds",
     "agent_cmds",

@@ -151,13 +151,33 @@ def as_typed(runs_dir: Path) -> Path:
 
 
 def find_run_from(given: Path | None, run_id: str | None):  # -> RunLayout
-    """The run a command names (an id, 'latest' or None for the latest): under --runs-dir when given, else
-    in ./.dagflow/runs and the runs dirs of pipelines run from here (dagflow/run/layout.py)."""
+    """The run a command names (an id, 'latest' or None for the latest): under --runs-dir when given; else
+    in ./.dagflow/runs and the runs dirs of pipelines run from here (dagflow/run/layout.py), and an id (or a
+    unique start of one) also among every run dagflow knows of and where the engines say it ran
+    (dagflow/run/known.py)."""
+    from dagflow.run.known import resolve_run
     from dagflow.run.layout import find_run, locate_run, runs_dirs_seen_from
 
     if given is not None:
         return find_run(given, run_id)
-    return locate_run(runs_dirs_seen_from(Path.cwd()), run_id)
+    seen = runs_dirs_seen_from(Path.cwd())
+    if run_id is None or run_id == "latest":
+        return locate_run(seen, run_id)
+    return resolve_run(run_id, seen, _run_dirs_engines_know)
+
+
+def _run_dirs_engines_know(prefix: str) -> list[Path]:
+    """The run directories the engines that can say (their `locate_runs`) know for a run id prefix."""
+    from dagflow.engines.registry import engine_feature, engine_names, engine_provides
+
+    found: list[Path] = []
+    for name in engine_names():
+        try:
+            if engine_provides(name, "locate_runs"):
+                found += engine_feature(name, "locate_runs")(prefix)
+        except DagflowError:  # not available here (htcondor2 missing): it knows nothing
+            continue
+    return found
 
 
 ParamsFromSearchOption = Annotated[

@@ -28,6 +28,7 @@ COMMANDS = (
     ('promote', "Move the pointer to the new model only if its metric beats the current model's (a <step>.promote node).", 'transfer_cmds'),
     ('autoscale', 'Scale EC2 Auto Scaling groups to the idle jobs in the schedd; drain idle nodes before removing them.', 'autoscale_cmds'),
     ('report', "Write one self-contained HTML page about a run: the DAG with node states, a timeline per machine slot, resources used against requested per step (waste called out), metrics and promotion verdicts per region, and for a search's trial run the search's convergence plot and trials. It needs no network to view. Works for runs of every engine.", 'report_cmds'),
+    ('runs', 'List the runs dagflow knows of (every pipeline directory used), or remove old ones with `runs gc`.', 'runs_cmds'),
     ('schedule', 'Run a pipeline on its schedule: block, from your crontab or as an HTCondor cron job.', 'schedule_cmds'),
     ('agent', 'Node agent: configure this execute node for the pool at boot, and drain it on EC2 spot notices.', 'agent_cmds'),
     ('search', "Bayesian hyperparameter search: `dagflow search run pipeline.yaml` (the pipeline's search: block), `dagflow search --spearmint DIR` (a Spearmint experiment), `dagflow search status NAME`.", 'search_cmds'),

@@ -92,7 +92,8 @@ class EngineDeclaration:
     # engine_feature): condor's `compile` and `lint` (the commands), `cron` (schedule install --condor),
     # `progress_files` (where search early stopping reads a running trial's streamed metric lines:
     # (run_dir, plan, metrics files) -> the files to read, run/progress_stream.py StreamedFile for marked ones);
-    # local's `check_devices` (search run --gpus)
+    # condor's `locate_runs` (a run id prefix -> the run directories the schedd knows: status/logs/cancel from
+    # anywhere); local's `check_devices` (search run --gpus) and `drop_cache_entries` (runs gc)
     provides: tuple[tuple[str, str], ...] = ()
 
 

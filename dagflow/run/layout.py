@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from dagflow.errors import DagflowError
 from dagflow.files import file_stem, write_atomic
 from dagflow.run.ids import validate_run_id
+from dagflow.run.index import note_run
 
 if TYPE_CHECKING:
     from dagflow.plan import Plan
@@ -144,14 +145,16 @@ class RunLayout:
             raise UnreadableRunError(self.run_dir) from None
 
     def create(self, plan: Plan, engine: str = "local") -> None:
-        """Make the run directory, record the engine making it and write plan.json; the run id must be new."""
+        """Make the run directory, record the engine making it, write plan.json and note the run in the user's
+        index of runs (run/index.py); the run id must be new. The engine marks it `latest` once it really
+        starts it: a submission that fails or a dry run never is."""
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         if not self.engine_path.exists():  # recorded once: a continued run keeps its engine
             write_atomic(self.engine_path, (engine + "\n").encode())
         write_atomic(self.plan_path, plan.to_json().encode())
         self.record_pipeline(plan)
         self.journal_path.touch()
-        self.mark_latest()
+        note_run(self.run_dir, plan.pipeline)
 
     def record_pipeline(self, plan: Plan) -> None:
         """Remember the content of the pipeline file a plain run (not a search trial) was planned from."""
@@ -287,11 +290,14 @@ def unreadable_runs(runs_dir: Path) -> list[str]:
 
 
 def _run_entries(runs_dir: Path) -> list[tuple[str, bool]]:
-    """(name, readable) of each run directory (one holding plan.json) under runs_dir, sorted by name."""
+    """(name, readable) of each run directory (one holding plan.json) under runs_dir, sorted by name; a name
+    starting with "." (no run id does: a run `runs gc` is removing) is none."""
     if not runs_dir.is_dir():
         return []
     entries = []
     for entry in os.scandir(runs_dir):
+        if entry.name.startswith("."):
+            continue
         try:
             if (Path(entry.path) / "plan.json").is_file():
                 entries.append((entry.name, True))

@@ -160,6 +160,12 @@ def _live_runs(
             yield layout, *found
 
 
+def is_live(live: Live | None) -> bool:
+    """Whether what an engine says of a run (Engine.live) makes it live: something of it runs, may still
+    start, ended unrecorded, or drives it."""
+    return live is not None and bool(live.running or live.unrecorded or live.driver)
+
+
 def _may_be_live(layout: RunLayout) -> bool:
     return not ((layout.run_dir / SEARCH_TRIAL_FILE).exists() or (layout.run_dir / DRY_RUN_FILE).exists())
 
@@ -168,7 +174,7 @@ def _live_run(
     layout: RunLayout, identity: Callable[[], tuple[str, str]], live_of: LiveOf
 ) -> tuple[Plan, Live] | None:
     live = live_of(layout)  # its engine's look first: most runs have settled, and their plans stay unread
-    if live is None or not (live.running or live.unrecorded or live.driver):
+    if not is_live(live):
         return None
     try:
         earlier = layout.load_plan()

@@ -18,27 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from dagflow.bounded import BoundedInputError, loads_json
-from dagflow.files import write_atomic
-from dagflow.run.layout import LATEST_FILE, SEARCH_TRIAL_FILE
+from dagflow.run.layout import SEARCH_TRIAL_FILE
 from dagflow.search.store import Trial, trial_run_id
 
 TRIAL_FILE = SEARCH_TRIAL_FILE
-
-
-def read_latest(runs_dir: Path) -> bytes | None:
-    try:
-        return (runs_dir / LATEST_FILE).read_bytes()
-    except OSError:
-        return None
-
-
-def restore_latest(runs_dir: Path, saved: bytes | None) -> None:
-    """Put `latest` back as it was before a trial's run was prepared (preparing marks it latest)."""
-    path = runs_dir / LATEST_FILE
-    if saved is None:
-        path.unlink(missing_ok=True)
-    else:
-        write_atomic(path, saved)
 
 
 def identity(search_id: str, trial: Trial) -> dict[str, Any]:

@@ -79,9 +79,7 @@ from dagflow.search.ownership import (
     fresh_run_id,
     identity,
     owns,
-    read_latest,
     record_owner,
-    restore_latest,
 )
 from dagflow.search.progress import StreamedFile
 from dagflow.search.scheduler_engines import EngineSettings, make_engine
@@ -477,9 +475,7 @@ class Scheduler:
         try:
             plan = self.source.plan(trial.region, trial.number, trial.params, trial.run_id)
             if not RunLayout(self.runs_dir, trial.run_id).exists():
-                latest = read_latest(self.runs_dir)
-                self.engine.prepare(plan, run_dir)
-                restore_latest(self.runs_dir, latest)
+                self.engine.prepare(plan, run_dir)  # preparing never makes it `latest`, nor does its trial.json after
                 if not record_owner(run_dir, identity(self._uid, trial)):
                     raise SearchBusyError(f"run {trial.run_id} was claimed by another search while it was prepared")
             handle = self.engine.submit(plan, run_dir)

@@ -114,7 +114,6 @@ class BatchEngine(EngineBase):
                 f"({kept} finished node(s) kept, {len(plan.nodes) - kept} to run)",
                 file=sys.stderr,
             )
-        layout.mark_latest()
         return self._submit(layout, plan, [name for name in plan.nodes if name not in done], resume=True)
 
     def cancel_run(self, run_id: str | None, runs_dir: Path = DEFAULT_RUNS_DIR) -> RunStatus:
@@ -151,6 +150,7 @@ class BatchEngine(EngineBase):
         except DagflowError:
             append_events(layout.journal_path, [finish_event(RUN_INTERRUPTED)])
             raise
+        layout.mark_latest()  # only a submission the scheduler took
         return Submitted(layout, sub, len(todo), [record.job for record in jobs], time.perf_counter() - started)
 
     # The Engine contract.

@@ -161,3 +161,18 @@ def remove_job(target: ScheddTarget, cluster: int, reason: str) -> int:
         ) from None
     success = answer.get("TotalSuccess", 0)
     return success if isinstance(success, int) else 0
+
+
+def dagman_ads(batch_prefix: str, projection: list[str], history: int) -> list:  # -> list[classad2.ClassAd]
+    """The DAGMan jobs (queued, and the newest `history` in the history) whose JobBatchName starts with
+    batch_prefix; none when the schedd cannot be asked."""
+    import classad2
+
+    constraint = f"JobUniverse == 7 && substr(JobBatchName, 0, {len(batch_prefix)}) == {classad2.quote(batch_prefix)}"
+    try:
+        schedd = connect(ScheddTarget())
+        with _captured_output():
+            return [*schedd.query(constraint=constraint, projection=projection),
+                    *schedd.history(constraint, projection, match=history)]
+    except Exception:  # any failure of the bindings (no schedd, no configuration): no answer
+        return []

@@ -46,5 +46,6 @@ ENGINE = EngineDeclaration(
         ("lint", "dagflow.engines.condor.lint"),  # `dagflow lint`
         ("cron", "dagflow.engines.condor.cron"),  # `dagflow schedule install --condor`
         ("progress_files", "dagflow.engines.condor.progress:progress_files"),  # search early stopping
+        ("locate_runs", "dagflow.engines.condor.locate:run_dirs"),  # a run id -> its run dirs, from the schedd
     ),
 )

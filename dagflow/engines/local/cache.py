@@ -24,6 +24,7 @@ does, so unchanged large inputs are not read again.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -92,10 +93,14 @@ class NodeCache:
             return False
         if self._index_fd is None:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
-            self._index_fd = os.open(self._index_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._index_fd = _open_index(self._index_path)
         data = "".join(self._pending).encode()
         self._pending.clear()
-        os.write(self._index_fd, data)
+        self._index_fd = _lock_index(self._index_fd, self._index_path)
+        try:
+            os.write(self._index_fd, data)
+        finally:
+            fcntl.flock(self._index_fd, fcntl.LOCK_UN)
         return True
 
     def products_fingerprint(self, plan: Plan, node: Node) -> str:
@@ -205,6 +210,54 @@ class NodeCache:
             return memo if isinstance(memo, dict) else {}
         except (OSError, ValueError):
             return {}
+
+
+def drop_entries(cache_dir: Path, keys: set[str]) -> int:
+    """Remove the index entries of these keys (those only runs `dagflow runs gc` removed account for); how
+    many. The index is rewritten in one rename while its lock is held, and a runner appending meanwhile
+    appends to the new one (flush). A run started during the gc that made one of these keys again loses
+    that entry: its next run runs the node again rather than trust it."""
+    index = cache_dir / "index.jsonl"
+    if not keys:
+        return 0
+    try:
+        fd = _lock_index(os.open(index, os.O_RDONLY), index, os.O_RDONLY)
+    except FileNotFoundError:
+        return 0
+    try:
+        lines = index.read_bytes().splitlines(keepends=True)
+        kept = [line for line in lines if _key_of(line) not in keys]
+        if len(kept) < len(lines):
+            write_atomic(index, b"".join(kept))
+    finally:
+        os.close(fd)  # the lock goes with it, after the rename: who waited for it sees the new index
+    return len(lines) - len(kept)
+
+
+def _key_of(line: bytes) -> str | None:
+    try:
+        key = json.loads(line)["k"]
+    except (ValueError, KeyError, TypeError):
+        return None  # a torn line: not ours to judge
+    return key if isinstance(key, str) else None
+
+
+def _open_index(path: Path, flags: int = os.O_WRONLY | os.O_APPEND | os.O_CREAT) -> int:
+    return os.open(path, flags, 0o644)
+
+
+def _lock_index(fd: int, path: Path, flags: int = os.O_WRONLY | os.O_APPEND | os.O_CREAT) -> int:
+    """fd, or one opened on path again, holding the index's flock: a file `runs gc` renamed another over while
+    fd waited is not the index any more."""
+    while True:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+        fd = _open_index(path, flags)
 
 
 def products_of(plan: Plan, node: Node) -> list[str]:

@@ -96,6 +96,7 @@ def run_local(plan: Plan, options: RunOptions | None = None) -> RunResult:
     options = options or RunOptions()
     plan = dataclasses.replace(plan, workdir=os.path.abspath(plan.workdir))
     layout, machine = prepare_run(plan, options)
+    layout.mark_latest()
     return LocalRunner(plan, layout, machine, options).run()
 
 
@@ -178,6 +179,7 @@ class LocalEngine:
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
             )
         layout.runner_pid_path.write_text(f"{proc.pid}\n")
+        layout.mark_latest()  # its runner marks it too, once it starts
         return str(proc.pid)
 
     def status(self, run_dir: Path) -> dict[str, str]:

@@ -23,5 +23,8 @@ ENGINE = EngineDeclaration(
     "dagflow.engines.local.contract:LocalEngineContract",
     LOCAL_OPTIONS,
     Capabilities(streams_progress=True),
-    provides=(("check_devices", "dagflow.engines.local.devices:check_devices"),),  # `dagflow search run --gpus`
+    provides=(
+        ("check_devices", "dagflow.engines.local.devices:check_devices"),  # `dagflow search run --gpus`
+        ("drop_cache_entries", "dagflow.engines.local.cache:drop_entries"),  # `dagflow runs gc`
+    ),
 )
