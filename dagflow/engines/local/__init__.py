@@ -10,7 +10,6 @@ from dagflow.lazy import lazy_exports
 
 _EXPORTS = {
     "LocalEngine": "engine",
-    "check_runnable": "engine",
     "RunOptions": "options",
     "LocalRunner": "runner",
 }

@@ -97,6 +97,7 @@ class LocalEngine(EngineBase):
     # The backend the run session drives.
 
     def prepare(self, plan: Plan, run_dir: Path) -> None:
+        self._check_devices()  # before the run is made: an error here, not in a detached runner's log
         self._machine = (plan.run_id, check_runnable(plan, self.run_options))
 
     def continuing(self, layout: RunLayout) -> Mapping[str, Any] | None:
@@ -104,7 +105,8 @@ class LocalEngine(EngineBase):
 
     def launch(self, layout: RunLayout, work: Work) -> str:
         """A detached `dagflow run --resume` on the run (its session finds nothing more to re-plan)."""
-        self._check_devices()  # before the detached runner starts: an error here, not in its log
+        if work.resume:
+            self._check_devices()  # before the detached runner starts: an error here, not in its log
         options = self.run_options
         argv = [sys.executable, "-m", "dagflow", "run", "--resume", layout.run_id, "--json"]
         argv += ["--runs-dir", str(layout.runs_dir), "--kill-grace", str(options.kill_grace_s)]
@@ -128,8 +130,6 @@ class LocalEngine(EngineBase):
     def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
         options = self.options_with(self._reporter(json_output), handle_signals=True)
         options.runs_dir = layout.runs_dir
-        if not work.resume:
-            self._check_devices()
         return self.drive(layout, work, options).exit_code
 
     def drive(self, layout: RunLayout, work: Work, options: RunOptions) -> RunResult:
