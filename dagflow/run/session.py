@@ -91,8 +91,9 @@ class RunSession:
         runs_dir = Path(runs_dir).absolute()
         if not dry_run:
             admission = admit_new(plan, runs_dir, self.engine.name, self.live_of, adopt=not trial)
-            if admission.continue_run is not None:
+            if admission.note:
                 print(admission.note, file=sys.stderr)
+            if admission.continue_run is not None:
                 return admission.continue_run, self.proceed(admission.continue_run, admitted=True)
         layout = RunLayout(runs_dir, plan.run_id)
         if dry_run and not layout.exists():  # an existing run id is refused below
