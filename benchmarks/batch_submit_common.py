@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dagflow.engines.batch.engine import BatchEngine  # noqa: E402
+from dagflow.engines.registry import run_session  # noqa: E402
 from dagflow.plan.expand import expand  # noqa: E402
 from dagflow.spec import load_spec  # noqa: E402
 
@@ -69,7 +70,11 @@ def run_mode(bench: BatchBench, mode: str, workdir: Path, wait: bool) -> Result:
     plan = expand(load_spec(workdir / "pipeline.yaml"))
     runs_dir = workdir / ".dagflow" / "runs"
     t0 = time.perf_counter()
-    submitted = bench.engine.submit_run(plan, runs_dir, arrays=mode == "arrays")
+    bench.engine.arrays = mode == "arrays"
+    layout, work = run_session(bench.engine).start(plan, runs_dir)
+    bench.engine.launch(layout, work)
+    submitted = bench.engine.last
+    assert submitted is not None
     submit_s = time.perf_counter() - t0
     total_s = None
     if wait:
@@ -77,7 +82,7 @@ def run_mode(bench: BatchBench, mode: str, workdir: Path, wait: bool) -> Result:
         total_s = time.perf_counter() - t0
         state = status.state
     else:
-        state = bench.engine.cancel_run(submitted.layout.run_id, runs_dir).state
+        state = bench.engine.cancel_run(submitted.layout).state
     return Result(mode, submitted.nodes, len(submitted.jobs), submit_s, total_s, state)
 
 

@@ -4,7 +4,7 @@ and the readers of DAGMan's files it spends its time in.
 Builds, in a temporary directory, the run directory `dagflow submit --engine condor` leaves once its DAG
 has run: a pipeline file of N nodes (a matrix fan-out, REGIONS regions x N / (2 REGIONS) shards, a train and
 an evaluate node for each), planned by dagflow's own load_spec and expand, prepared by the condor engine's
-prepare_condor (plan.json, the journal, the engine record, the compiled .dag and .sub files) and recorded as
+run session (plan.json, the journal, the engine record, the compiled .dag and .sub files) and recorded as
 submitted (condor/run.json: DAGMan job 100). Into it go the files DAGMan and the schedd would have written,
 where status reads them: the node status file, the nodes' job event log, the jobstate log, DAGMan's own
 event log and .dagman.out, the rescue DAG, and the stderr of the nodes that failed. In those files every
@@ -381,8 +381,9 @@ class BuiltRun:
 
 def build_run(directory: Path, nodes: int) -> BuiltRun:
     """A condor run directory of `nodes` nodes whose DAG has run (see the module docstring)."""
-    from dagflow.engines.condor.engine import prepare_condor
+    from dagflow.engines.condor.engine import CondorEngine, load_prepared
     from dagflow.engines.condor.submit_writer import Layout
+    from dagflow.engines.registry import run_session
     from dagflow.plan.expand import expand
     from dagflow.spec import load_spec
 
@@ -390,7 +391,8 @@ def build_run(directory: Path, nodes: int) -> BuiltRun:
     pipeline.write_text(pipeline_yaml(nodes))
     plan = expand(load_spec(pipeline), run_id=RUN_ID)
     assert len(plan.nodes) == nodes, f"the pipeline expanded to {len(plan.nodes)} nodes, not {nodes}"
-    prepared = prepare_condor(plan, directory / "runs")
+    engine = CondorEngine(directory / "runs")
+    prepared = load_prepared(run_session(engine).create(plan, directory / "runs")[0])
     prepared.record.add_submission(prepared.layout.run_dir, DAGMAN_CLUSTER)
     files = prepared.record.files
     event_log = Layout.for_plan(plan, prepared.dag.parent).event_log

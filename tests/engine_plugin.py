@@ -42,11 +42,11 @@ MODULE = '''\
 from typing import ClassVar
 
 from dagflow.engines.base import Capabilities, EngineDeclaration
-from dagflow.engines.local.contract import LocalEngineContract
+from dagflow.engines.local.engine import LocalEngine
 from dagflow.engines.local.settings import LOCAL_OPTIONS
 
 
-class TinyEngine(LocalEngineContract):
+class TinyEngine(LocalEngine):
     name: ClassVar[str] = "tiny"
     summary: ClassVar[str] = "a plugin engine: nodes run on this machine"
 

@@ -81,7 +81,7 @@ def assert_checkpointed_run(tmp_path: Path, layout: RunLayout) -> None:
 
 @pytest.mark.usefixtures("slurm_cluster")
 def test_slurm_runs_a_checkpointing_node_to_the_end_in_one_job(tmp_path: Path) -> None:
-    from dagflow.engines.slurm import submit_slurm, wait_slurm
+    from batch_run import submit_slurm, wait_slurm
 
     submitted = submit_slurm(plan_of(tmp_path), tmp_path / ".dagflow" / "runs")
     status = wait_slurm(submitted.layout, poll_s=0.2, timeout_s=WAIT_S)
@@ -91,7 +91,7 @@ def test_slurm_runs_a_checkpointing_node_to_the_end_in_one_job(tmp_path: Path) -
 
 @pytest.mark.usefixtures("sge_cluster")
 def test_grid_engine_runs_a_checkpointing_node_to_the_end_in_one_job(tmp_path: Path) -> None:
-    from dagflow.engines.sge import submit_sge, wait_sge
+    from batch_run import submit_sge, wait_sge
 
     submitted = submit_sge(plan_of(tmp_path), tmp_path / ".dagflow" / "runs")
     status = wait_sge(submitted.layout, poll_s=0.2, timeout_s=WAIT_S)

@@ -49,13 +49,11 @@ def test_a_dry_run_never_becomes_latest(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_dry_run_cut_short_never_becomes_latest(tmp_path: Path) -> None:
-    """A dry run that dies after its run directory was made (here: its condor record cannot be written, as
-    if it were killed there) is no more `latest` than one that finished."""
+    """A dry run that dies after its run directory was made (here: its pipeline's hash cannot be written, after
+    plan.json, as if it were killed there) is no more `latest` than one that finished."""
     import json
     import subprocess
     import sys
-
-    from dagflow.engines.condor.records import RECORD_FILE, condor_dir
 
     (tmp_path / "p.yaml").write_text("name: tiny\nsteps:\n  hello:\n    command: python -c \"print('hi')\"\n")
 
@@ -64,7 +62,7 @@ def test_a_dry_run_cut_short_never_becomes_latest(tmp_path: Path) -> None:
 
     assert dagflow("run", "p.yaml", "--run-id", "real").returncode == 0
     runs = tmp_path / ".dagflow" / "runs"
-    (condor_dir(runs / "cut-short") / RECORD_FILE).mkdir(parents=True)  # the record's write fails
+    (runs / "cut-short" / "pipeline.sha256").mkdir(parents=True)  # its write fails
     dry = dagflow("submit", "p.yaml", "--run-id", "cut-short", "--dry-run")
     assert dry.returncode != 0 and (runs / "cut-short" / "plan.json").is_file(), dry.stderr
     assert (runs / LATEST_FILE).read_text() == "real\n"

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from condor_runs import prepare_condor
 
-from dagflow.engines.condor.engine import prepare_condor
 from dagflow.engines.condor.observe import read_condor_status
 from dagflow.engines.condor.records import CondorRecord
 from dagflow.run.layout import RunLayout

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from condor_runs import prepare_condor
 from test_local_support import cli_env
 
-from dagflow.engines.condor.engine import prepare_condor
 from dagflow.engines.condor.records import CondorRecord
 from tests.condor_helpers import regional_plan
 

@@ -24,12 +24,12 @@ from pathlib import Path
 import classad2
 import htcondor2
 import pytest
+from condor_runs import prepare_condor
 from typer.testing import CliRunner
 
 from dagflow.cli import app
 from dagflow.engines.condor import event_log as events
 from dagflow.engines.condor import jobstate, status_files
-from dagflow.engines.condor.engine import prepare_condor
 from dagflow.engines.condor.observe import read_condor_status
 from dagflow.engines.registry import engine_of_run, read_run_status
 from tests.condor_helpers import regional_plan, utc  # noqa: F401 (utc: an autouse fixture)

@@ -15,12 +15,13 @@ import classad2
 import pytest
 from condor_helpers import argv_of, environment_of, node_submit
 from condor_pool import dag_checker
+from condor_runs import prepare_condor
 
 from dagflow.engines.condor.compile import CondorCompileError, compile_plan
-from dagflow.engines.condor.engine import CondorEngine, CondorRunError, prepare_condor
+from dagflow.engines.condor.engine import CondorEngine, CondorRunError
 from dagflow.engines.condor.lint import lint_dag, parse_dag
 from dagflow.engines.condor.settings import DEFAULT_MAX_TRANSFER_OUTPUT_MB
-from dagflow.engines.registry import spec_checks
+from dagflow.engines.registry import run_session, spec_checks
 from dagflow.plan.expand import expand
 from dagflow.spec import load_spec
 
@@ -241,7 +242,7 @@ def test_the_mode_is_recorded_and_a_resume_keeps_it(tmp_path: Path) -> None:
     assert json.loads((prepared.layout.run_dir / "condor" / "run.json").read_text())["data_mode"] == "shared"
     engine = CondorEngine(tmp_path / "runs", {"data_mode": "transfer"})
     with pytest.raises(CondorRunError, match="compiled for the shared data mode"):
-        engine.resume(prepared.layout.run_dir)
+        run_session(engine).proceed(prepared.layout)
 
 
 # -- the node wrapper, run as the job runs it -------------------------------------------------------------

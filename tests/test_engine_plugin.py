@@ -29,13 +29,13 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from dagflow.engines.base import EngineDeclaration
-from dagflow.engines.local.contract import LocalEngineContract
+from dagflow.engines.local.engine import LocalEngine
 from dagflow.engines.local.settings import LOCAL_OPTIONS
 from dagflow.spec.model import Strict
 from dagflow.spec.sections import EngineSection
 
 
-class SectionedEngine(LocalEngineContract):
+class SectionedEngine(LocalEngine):
     name: ClassVar[str] = "sectioned"
     summary: ClassVar[str] = "a plugin engine with a section of its own"
 
@@ -52,7 +52,7 @@ SECTION = EngineSection(block=Block, block_help="the sectioned engine's settings
 SECTIONED = EngineDeclaration("dagflow_odd:SectionedEngine", LOCAL_OPTIONS, section="dagflow_odd:SECTION")
 
 
-class Impostor(LocalEngineContract):
+class Impostor(LocalEngine):
     name: ClassVar[str] = "local"
 
     def __init__(self, *args, **kwargs):

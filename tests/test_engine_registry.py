@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from condor_runs import prepare_condor
 from typer.testing import CliRunner
 
 from dagflow.cli import app
 from dagflow.engines.base import EngineBase, EngineOption, Report
-from dagflow.engines.condor.engine import prepare_condor
 from dagflow.engines.registry import (
     EngineChoiceError,
     engine_class,
@@ -26,11 +26,13 @@ from dagflow.engines.registry import (
     load_engine,
     read_run_status,
     register_engine,
+    run_session,
     unregister_engine,
 )
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.layout import RunLayout
+from dagflow.run.session import Work
 from dagflow.run.status import RunStatus, read_status
 from dagflow.spec import parse_spec
 
@@ -52,22 +54,16 @@ class FakeEngine(EngineBase):
     honours: ClassVar[frozenset[str]] = frozenset({"cpus"})
 
     def _note(self, run_dir: Path, what: str) -> None:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
         with open(Path(run_dir) / "calls", "a") as handle:
             handle.write(what + "\n")
 
     def prepare(self, plan: Plan, run_dir: Path) -> None:
-        RunLayout.from_run_dir(run_dir).create(plan, engine=self.name)
         self._note(run_dir, "prepare")
 
-    def submit(self, plan: Plan, run_dir: Path) -> str:
-        if not RunLayout.from_run_dir(run_dir).exists():
-            self.prepare(plan, run_dir)
-        self._note(run_dir, "submit")
-        return "fake-1"
-
-    def resume(self, run_dir: Path) -> str:
-        self._note(run_dir, "resume")
-        return "fake-2"
+    def launch(self, layout: RunLayout, work: Work) -> str:
+        self._note(layout.run_dir, "resume" if work.resume else "submit")
+        return "fake-2" if work.resume else "fake-1"
 
     def wait(self, run_dir: Path) -> None:
         self._note(run_dir, "wait")
@@ -182,8 +178,8 @@ def test_the_engine_is_recorded_once_and_old_runs_fall_back_on_markers(tmp_path:
     assert engine_of_run(layout.layout) == "condor"
     assert read_run_status(layout.layout).engine == "condor"
 
-    local = load_engine("local", tmp_path)
-    local.prepare(expand(parse_spec(PIPELINE, "p.yaml", base=tmp_path), run_id="l1"), tmp_path / "l1")
+    local_plan = expand(parse_spec(PIPELINE, "p.yaml", base=tmp_path), run_id="l1")
+    run_session(load_engine("local", tmp_path)).create(local_plan, tmp_path)
     assert RunLayout(tmp_path, "l1").recorded_engine() == "local"
     RunLayout(tmp_path, "l1").create(plan, engine="slurm")  # written once: never replaced
     assert RunLayout(tmp_path, "l1").recorded_engine() == "local"

@@ -120,7 +120,7 @@ def refuse_team(spec: Spec, settings: Mapping[str, Any] | None) -> list[Diagnost
 
 @pytest.fixture
 def checked_engine():  # type: ignore[no-untyped-def]
-    register_engine("checked", "dagflow.engines.local.contract:LocalEngineContract",
+    register_engine("checked", "dagflow.engines.local.engine:LocalEngine",
                     spec_check=f"{__name__}:refuse_team")  # fmt: skip
     yield "checked"
     unregister_engine("checked")

@@ -13,10 +13,11 @@ import re
 from pathlib import Path
 
 import pytest
+from local_run import run_local
 from test_local_support import dagflow_cli
 
 from dagflow.engines.condor.gpu_memory import fill_match_time, gpu_memory_expression
-from dagflow.engines.local import RunOptions, run_local
+from dagflow.engines.local import RunOptions
 from dagflow.engines.registry import spec_checks
 from dagflow.gpu_memory import GPU_MEMORY_MARK
 from dagflow.plan.expand import expand

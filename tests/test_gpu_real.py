@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from condor_helpers import job_ad, machine_ad, node_submit, step
+from local_run import run_local
 from test_local_support import make_plan, node
 from test_local_support import step as local_step
 
@@ -24,7 +25,7 @@ from dagflow.agent.condor_config import advertised_attributes
 from dagflow.agent.configure import ConfigureOptions, configure
 from dagflow.engines.condor.compile import compile_plan
 from dagflow.engines.condor.lint import parse_dag
-from dagflow.engines.local import RunOptions, run_local
+from dagflow.engines.local import RunOptions
 from dagflow.engines.local.resources import detect_machine
 from dagflow.gpus import detect_with_nvidia_smi, detect_with_nvml
 from dagflow.plan import Node, Plan, Resources

@@ -8,11 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
+from local_run import run_local
 from test_local_support import make_plan, node, step
 
 import dagflow
 from dagflow.engines.batch.node import main as node_main
-from dagflow.engines.local import RunOptions, run_local
+from dagflow.engines.local import RunOptions
 from dagflow.run.journal import (
     CACHED,
     FAILED,

@@ -207,3 +207,52 @@ def test_resubmit_and_resume_of_a_live_run_refuse_up_front(workdir: Path) -> Non
     go(workdir, *NODES)
     wait_for(lambda: states(workdir, run_id) == dict.fromkeys(NODES, "succeeded"), timeout=120)
     assert [len(starts(workdir, name)) for name in NODES] == [1, 1, 1, 1]
+
+
+SEARCHED = """\
+name: tuned
+params: {x: 0.0}
+steps:
+  prep: {command: [sh, node.sh, prep]}
+  evaluate:
+    kind: evaluate
+    needs: [prep]
+    command: [python3, evaluate.py, "{run.id}", "{params.x}"]
+    metrics: out/{run.id}/metrics.json
+search:
+  objective: {metric: loss, goal: minimize}
+  variables:
+    x: {type: FLOAT, min: -1, max: 1}
+  budget: 1
+  parallel: 1
+  engine: random
+"""
+EVALUATE = """\
+import json, pathlib, sys
+out = pathlib.Path("out", sys.argv[1])
+out.mkdir(parents=True, exist_ok=True)
+(out / "metrics.json").write_text(json.dumps({"loss": float(sys.argv[2]) ** 2}))
+"""
+
+
+def test_a_search_trial_beside_a_live_run_is_refused_as_a_cli_run_is(workdir: Path) -> None:
+    """A search trial is a run like any other (#39 item 1): the run session asks the live-run rule for it too, so
+    a trial that would run `prep` while `dagflow run` of the same pipeline runs it is refused, and the live run is
+    left alone."""
+    (workdir / "pipeline.yaml").write_text(SEARCHED)
+    (workdir / "evaluate.py").write_text(EVALUATE)
+    nightly = start(workdir)
+    wait_for(lambda: running(workdir, "prep"), timeout=300)
+    (run_id,) = runs(workdir)
+    search = subprocess.Popen(
+        [sys.executable, "-m", "dagflow", "search", "run", "pipeline.yaml", "--poll", "0.05"],
+        cwd=workdir, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:  # refused, or (before the session asked the rule for trials) its trial's prep started beside the live one
+        wait_for(lambda: search.poll() is not None or len(starts(workdir, "prep")) > 1, timeout=300)
+    finally:
+        go(workdir, "prep")
+    out, err = search.communicate(timeout=300)
+    assert len(starts(workdir, "prep")) == 1, "the search trial ran prep beside the live run"
+    refused(subprocess.CompletedProcess(search.args, search.returncode, out, err), run_id, "prep")
+    assert nightly.wait(timeout=300) == 0

@@ -7,9 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from local_run import run_local
 from test_local_support import make_plan, node, step
 
-from dagflow.engines.local import RunOptions, run_local
+from dagflow.engines.local import RunOptions
 from dagflow.plan.expand import expand
 from dagflow.spec import load_spec
 

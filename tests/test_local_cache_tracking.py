@@ -10,8 +10,9 @@ import os
 from pathlib import Path
 
 import pytest
+from local_run import run_local
 
-from dagflow.engines.local import RunOptions, run_local
+from dagflow.engines.local import RunOptions
 from dagflow.plan.expand import expand
 from dagflow.spec import load_spec
 

@@ -9,13 +9,15 @@ import time
 from pathlib import Path
 
 import pytest
+from local_run import create_local, resume_local, run_local, submit_local
 from test_local_support import make_plan, node, step
 
-from dagflow.engines.local import LocalEngine, RunOptions, resume_local, run_local
+from dagflow.engines.local import LocalEngine, RunOptions
 from dagflow.engines.local.resources import ResourceError
 from dagflow.plan import Node, Resources
 from dagflow.run.journal import read_journal
 from dagflow.run.layout import RunLayout
+from dagflow.run.session import Work
 
 
 def options(tmp_path: Path, **fields: object) -> RunOptions:
@@ -248,11 +250,9 @@ def test_the_engine_contract_runs_a_detached_runner(tmp_path: Path) -> None:
 
     s = step("s")
     plan = make_plan(tmp_path, [s], [node("a", "s", "echo a"), node("b", "s", "echo b", parents=["a"])])
-    run_dir = tmp_path / ".dagflow" / "runs" / "r1"
-    engine = LocalEngine(options(tmp_path))
-    engine.prepare(plan, run_dir)
+    engine, run_dir = create_local(plan, options(tmp_path))
     assert engine.status(run_dir) == {"a": "pending", "b": "pending"}
-    assert int(engine.submit(plan, run_dir)) > 0
+    assert int(engine.launch(RunLayout.from_run_dir(run_dir), Work(plan, tuple(plan.nodes)))) > 0
     deadline = time.monotonic() + 30
     while read_status(RunLayout.from_run_dir(run_dir)).state not in ("succeeded", "failed"):
         assert time.monotonic() < deadline
@@ -275,9 +275,7 @@ def test_output_is_captured_whole_and_retries_append(tmp_path: Path) -> None:
 
 def submit_detached(tmp_path: Path, name: str, script: str) -> tuple[LocalEngine, Path, RunLayout]:
     """One node run by a detached runner through the Engine contract."""
-    run_dir = tmp_path / ".dagflow" / "runs" / "r1"
-    engine = LocalEngine(options(tmp_path))
-    engine.submit(make_plan(tmp_path, [step("s")], [node(name, "s", script)]), run_dir)
+    engine, run_dir, _ = submit_local(make_plan(tmp_path, [step("s")], [node(name, "s", script)]), options(tmp_path))
     return engine, run_dir, RunLayout.from_run_dir(run_dir)
 
 

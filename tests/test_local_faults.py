@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from local_run import run_local
 from test_local_support import dagflow_cli, make_plan, node, step
 
-from dagflow.engines.local import RunOptions, run_local
+from dagflow.engines.local import RunOptions
 from dagflow.run.journal import read_journal
 
 

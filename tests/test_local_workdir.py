@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from local_run import run_local
 from test_local_support import make_plan, node, step
 
-from dagflow.engines.local import RunOptions, run_local
+from dagflow.engines.local import RunOptions
 from dagflow.run.result import RunResult
 
 

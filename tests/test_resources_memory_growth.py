@@ -14,10 +14,11 @@ from pathlib import Path
 
 import htcondor2
 import pytest
+from local_run import run_local
 from test_local_support import make_plan, node, step
 
 from dagflow.engines.condor.memory_policy import MEMORY_HOLD_SUBCODE, memory_growth_lines, with_memory_growth
-from dagflow.engines.local import RunOptions, run_local
+from dagflow.engines.local import RunOptions
 from dagflow.engines.local.memory_limit import group_rss_mb
 from dagflow.plan import Resources
 from dagflow.run.journal import read_journal

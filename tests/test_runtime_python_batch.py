@@ -44,7 +44,7 @@ def assert_ran_with(tmp_path: Path, first: Path, second: Path) -> None:
 
 @pytest.mark.usefixtures("slurm_cluster")
 def test_slurm_runs_a_steps_python_from_its_runtime(tmp_path: Path) -> None:
-    from dagflow.engines.slurm import submit_slurm, wait_slurm
+    from batch_run import submit_slurm, wait_slurm
 
     plan, first, second = plan_of(tmp_path)
     submitted = submit_slurm(plan, tmp_path / ".dagflow" / "runs")
@@ -55,7 +55,7 @@ def test_slurm_runs_a_steps_python_from_its_runtime(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("sge_cluster")
 def test_grid_engine_runs_a_steps_python_from_its_runtime(tmp_path: Path) -> None:
-    from dagflow.engines.sge import submit_sge, wait_sge
+    from batch_run import submit_sge, wait_sge
 
     plan, first, second = plan_of(tmp_path)
     submitted = submit_sge(plan, tmp_path / ".dagflow" / "runs")

@@ -57,7 +57,9 @@ def test_a_recorded_trial_is_adopted_only_on_an_exact_match(tmp_path: Path, chan
     record = store.open_search("quad", "pipeline", source.source, fingerprint(source), config_of(source), 3, 1, 1)
     trial = store.add_trial("quad", "", {"x": 0.9, "k": 3, "mode": "b"}, "local", 60)
     # a finished run of this trial's name that ran other params (an older search's)
-    from dagflow.engines.local import RunOptions, run_local
+    from local_run import run_local
+
+    from dagflow.engines.local import RunOptions
 
     other_params = {"x": 0.3, "k": 1, "mode": "a"}
     assert run_local(source.plan("", 1, other_params, trial.run_id), RunOptions(runs_dir=runs_dir)).ok

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from local_run import create_local, run_local
 from test_search_scheduler_support import (
     calls,
     finished_search_rows,
@@ -25,7 +26,7 @@ from test_search_scheduler_support import (
     write_pipeline,
 )
 
-from dagflow.engines.local import LocalEngine, RunOptions, run_local
+from dagflow.engines.local import RunOptions
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.lock import is_locked
@@ -195,8 +196,7 @@ def test_restart_submits_recorded_trials_exactly_once_and_adopts_started_ones(tm
     store.add_trial("quad", "", {"x": 0.1, "k": 1, "mode": "a"}, "local", 60)
     prepared = store.add_trial("quad", "", {"x": 0.2, "k": 2, "mode": "a"}, "local", 60)
     finished = store.add_trial("quad", "", {"x": 0.3, "k": 3, "mode": "b"}, "local", 60)
-    engine = LocalEngine(RunOptions(runs_dir=runs_dir))
-    engine.prepare(source.plan("", 2, prepared.params, prepared.run_id), runs_dir / prepared.run_id)
+    create_local(source.plan("", 2, prepared.params, prepared.run_id), RunOptions(runs_dir=runs_dir))
     done = run_local(source.plan("", 3, finished.params, finished.run_id), RunOptions(runs_dir=runs_dir))
     assert done.ok
     uid = store.search("quad").uid  # type: ignore[union-attr]

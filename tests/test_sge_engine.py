@@ -17,12 +17,13 @@ import time
 from pathlib import Path
 
 import pytest
+from batch_run import resume_sge, submit_sge, wait_sge
 from rich.console import Console
 
 from dagflow.engines.batch.node import main as node_main
 from dagflow.engines.batch.records import BatchRecords
-from dagflow.engines.registry import engine_class, read_run_status
-from dagflow.engines.sge import SgeEngine, commands, resume_sge, submit_sge, wait_sge
+from dagflow.engines.registry import engine_class, read_run_status, run_session
+from dagflow.engines.sge import SgeEngine, commands
 from dagflow.engines.sge.submit import qsub_options, sge_units
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
@@ -277,12 +278,11 @@ def sleepers() -> list[str]:
 def test_cancel_deletes_every_job_and_stops_the_running_nodes(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, CANCEL)
     engine = SgeEngine()
-    run_dir = runs(tmp_path) / plan.run_id
-    engine.prepare(plan, run_dir)
+    layout, work = run_session(engine).create(plan, runs(tmp_path))
+    run_dir = layout.run_dir
     assert set(engine.status(run_dir).values()) == {"pending"}
-    jobs = engine.submit(plan, run_dir).split(",")
+    jobs = engine.launch(layout, work).split(",")
     eventually(lambda: set(engine.status(run_dir).values()) >= {"running"}, "a long node running")
-    layout = RunLayout.from_run_dir(run_dir)
     assert read_run_status(layout).state == "running"
     engine.cancel(run_dir)
     status = read_run_status(layout)

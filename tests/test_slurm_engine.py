@@ -14,11 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+from batch_run import resume_slurm, submit_slurm, wait_slurm
 from rich.console import Console
 
 from dagflow.engines.batch.records import BatchRecords
-from dagflow.engines.registry import read_run_status
-from dagflow.engines.slurm import SlurmEngine, commands, resume_slurm, submit_slurm, wait_slurm
+from dagflow.engines.registry import read_run_status, run_session
+from dagflow.engines.slurm import SlurmEngine, commands
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.journal import read_journal
@@ -148,15 +149,14 @@ steps:
 def test_cancel_through_the_engine_contract_stops_running_nodes_and_drops_pending_ones(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, CANCEL)
     engine = SlurmEngine()
-    run_dir = runs(tmp_path) / plan.run_id
-    engine.prepare(plan, run_dir)
+    layout, work = run_session(engine).create(plan, runs(tmp_path))
+    run_dir = layout.run_dir
     assert engine.status(run_dir) == {"long": "pending", "after": "pending"}
-    jobs = engine.submit(plan, run_dir).split(",")
+    jobs = engine.launch(layout, work).split(",")
     deadline = time.monotonic() + 20
     while engine.status(run_dir)["long"] != "running":
         assert time.monotonic() < deadline, "the long node never started"
         time.sleep(0.1)
-    layout = RunLayout.from_run_dir(run_dir)
     assert read_run_status(layout).state == "running"
     engine.cancel(run_dir)
     status = read_run_status(layout)

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from condor_runs import prepare_condor
 from rich.console import Console
 
 from dagflow.engines.condor import ingest, observe, status_cache
-from dagflow.engines.condor.engine import prepare_condor
 from dagflow.engines.condor.ingest import observe_condor as read_condor_status  # status ingests, then reads
 from dagflow.engines.registry import read_run_status
 from dagflow.plan.index import PlanIndex

@@ -9,12 +9,11 @@ import signal
 from pathlib import Path
 
 import pytest
+from batch_run import submit_sge, submit_slurm, wait_sge, wait_slurm
 from usage_support import write_alloc
 
 from dagflow.engines.batch.node import main as node_main
 from dagflow.engines.registry import read_run_status
-from dagflow.engines.sge import submit_sge, wait_sge
-from dagflow.engines.slurm import submit_slurm, wait_slurm
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.usage import read_usage

@@ -12,9 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from local_run import run_local
 from test_local_support import make_plan, node, step
 
-from dagflow.engines.local import RunOptions, run_local
+from dagflow.engines.local import RunOptions
 from dagflow.engines.local.gpu_sampler import NvmlReader
 from dagflow.plan import Resources
 from dagflow.run.usage import read_usage

@@ -15,12 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from local_run import run_local
 from terminal_support import in_a_terminal
 from test_local_resume_adopt import alive, wait_for
 from test_local_support import cli_env, dagflow_cli, make_plan, node, step
 from usage_support import write_alloc
 
-from dagflow.engines.local import RunOptions, run_local
+from dagflow.engines.local import RunOptions
 from dagflow.engines.local import runner as runner_module
 from dagflow.plan import Resources
 from dagflow.run.usage import NodeUsage, decode_usage, encode_usage, latest_by_node, read_usage

@@ -107,14 +107,8 @@ def run_command(
     Ctrl-C, `dagflow run --resume RUN_ID` reruns only what had not finished, on the engine that started
     the run. Exit status: 0 all succeeded, 1 some node failed, 2 bad input, 130 interrupted.
     """
-    from dagflow.cli.submit_cmds import (
-        admit_continued,
-        admit_new,
-        check_resume_arguments,
-        continued_engine,
-        print_run_status,
-    )
-    from dagflow.engines.registry import load_engine
+    from dagflow.cli.submit_cmds import check_resume_arguments, continued_engine, print_run_status
+    from dagflow.engines.registry import load_engine, run_session
 
     given = engine_settings or {}
     searched = ParamsSource(params_from_search, search_db)
@@ -124,8 +118,8 @@ def run_command(
             layout = find_run_from(runs_dir, resume)
             name = continued_engine(layout, engine)
             check_engine_settings(name, given, "run")
-            admit_continued(layout)
-            code = load_engine(name, as_typed(layout.runs_dir), given).run(None, layout.run_dir, json_output)
+            chosen = load_engine(name, as_typed(layout.runs_dir), given)
+            work = run_session(chosen).proceed(layout)
         else:
             if pipeline is None:
                 raise UsageError("give a pipeline file to run, or --resume RUN_ID")
@@ -134,11 +128,8 @@ def run_command(
             plan = _load_plan(pipeline, run_id, name, only or [], sets or [], given, searched)
             chosen_dir = runs_dir_of(pipeline, runs_dir)
             chosen = load_engine(name, chosen_dir, given)
-            layout = RunLayout(Path(chosen_dir).absolute(), plan.run_id)
-            continued = admit_new(plan, layout.runs_dir, name)
-            if continued is not None:
-                layout = continued
-            code = chosen.run(None if continued else plan, layout.run_dir, json_output)
+            layout, work = run_session(chosen).start(plan, chosen_dir)
+        code = chosen.run(layout, work, json_output)
         if code is None:  # a batch engine: show where the run ended
             code = print_run_status(layout, json_output)
     except DagflowError as error:

@@ -204,20 +204,15 @@ def run_command(
 ) -> None:
     """Run one matrix value's part of a pipeline locally (what a per-value schedule line runs)."""
     from dagflow.cli.common import load_plan_or_exit, runs_dir_of
-    from dagflow.cli.submit_cmds import admit_new
-    from dagflow.engines.registry import load_engine
-    from dagflow.run.layout import RunLayout
+    from dagflow.engines.registry import load_engine, run_session
 
     plan = load_plan_or_exit(pipeline, only=only or [], sets=sets or [])
     runs_dir = runs_dir_of(pipeline, None)
     try:
         # this machine, as `dagflow run` runs the whole pipeline
         engine = load_engine("local", runs_dir, {"force": force or []})
-        continued = admit_new(plan, Path(runs_dir), "local")
-        if continued is not None:
-            code = engine.run(None, continued.run_dir, json_output=False)
-        else:
-            code = engine.run(plan, RunLayout(runs_dir, plan.run_id).run_dir, json_output=False)
+        layout, work = run_session(engine).start(plan, Path(runs_dir))
+        code = engine.run(layout, work, json_output=False)
     except DagflowError as error:
         fail(error)
     raise typer.Exit(code or 0)  # the local engine always shows the outcome itself

@@ -6,9 +6,8 @@ exists is always continued and stopped by the engine recorded in its run directo
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -38,9 +37,6 @@ from dagflow.cli.root import app
 from dagflow.errors import CannotWriteError, DagflowError
 from dagflow.run.layout import RunLayout
 
-if TYPE_CHECKING:
-    from dagflow.plan import Plan
-
 EXIT_CODES = {"succeeded": 0, "interrupted": 130}
 SUBMIT_DEFAULT_ENGINE = "condor"
 
@@ -69,25 +65,6 @@ def continued_engine(layout: RunLayout, asked: str | None) -> str:
             "(leave out --engine)"
         )
     return recorded
-
-
-def admit_new(plan: Plan, runs_dir: Path, engine: str) -> RunLayout | None:
-    """Check a new run against every live run (run/live_runs.py); the cut-short run to continue instead."""
-    from dagflow.engines.registry import live_run
-    from dagflow.run import live_runs
-
-    admission = live_runs.admit_new(plan, runs_dir, engine, live_run)
-    if admission.note:
-        print(admission.note, file=sys.stderr)
-    return admission.continue_run
-
-
-def admit_continued(layout: RunLayout) -> None:
-    """Check continuing a run against every live run, itself included (run/live_runs.py)."""
-    from dagflow.engines.registry import live_run
-    from dagflow.run import live_runs
-
-    live_runs.admit_continued(layout, live_run)
 
 
 def check_resume_arguments(
@@ -137,7 +114,7 @@ def submit_command(
     RUN_ID` (or `submit --resume RUN_ID`) submits only what did not succeed, on the engine that started
     the run. Exit status: 0 submitted, 2 bad input, 3 engine not reachable (compiled files kept).
     """
-    from dagflow.engines.registry import load_engine
+    from dagflow.engines.registry import load_engine, run_session
 
     given = engine_settings or {}
     searched = ParamsSource(params_from_search, search_db)
@@ -147,9 +124,8 @@ def submit_command(
             layout = find_run_from(runs_dir, resume)
             name = continued_engine(layout, engine)
             check_engine_settings(name, given, "submit")
-            admit_continued(layout)
             chosen = load_engine(name, layout.runs_dir, given)
-            handle = chosen.resume(layout.run_dir)
+            work = run_session(chosen).proceed(layout, dry_run=bool(given.get("dry_run")))
         else:
             if pipeline is None:
                 raise EngineUsageError("give a pipeline file to submit, or --resume RUN_ID")
@@ -158,15 +134,8 @@ def submit_command(
             plan = load_plan_for(pipeline, run_id, name, only, sets, given, searched)
             chosen_dir = runs_dir_of(pipeline, runs_dir)
             chosen = load_engine(name, chosen_dir, given)
-            layout = RunLayout(Path(chosen_dir).absolute(), plan.run_id)
-            continued = None if given.get("dry_run") else admit_new(plan, layout.runs_dir, name)
-            if continued is not None:
-                layout = continued
-                handle = chosen.resume(layout.run_dir)
-            else:
-                if given.get("dry_run") and not layout.exists():  # an existing run id: the engine refuses it
-                    layout.mark_dry_run()
-                handle = chosen.submit(plan, layout.run_dir)
+            layout, work = run_session(chosen).start(plan, chosen_dir, dry_run=bool(given.get("dry_run")))
+        handle = chosen.launch(layout, work)
         if wait:
             chosen.wait(layout.run_dir)
             raise typer.Exit(print_run_status(layout, json_output))
@@ -194,17 +163,16 @@ def resubmit_command(
     Exit status: 0 submitted, 2 nothing to resubmit (running, succeeded, no rescue DAG) or a live run runs
     its nodes, 3 not reachable.
     """
-    from dagflow.engines.registry import load_engine
+    from dagflow.engines.registry import load_engine, run_session
 
     given = engine_settings or {}
     try:
         layout = find_run_from(runs_dir, run_id)
         name = continued_engine(layout, None)
         check_engine_settings(name, given, "resubmit")
-        if not given.get("dry_run"):
-            admit_continued(layout)
         chosen = load_engine(name, layout.runs_dir, given)
-        report = chosen.submitted(layout.run_dir, chosen.resume(layout.run_dir))
+        work = run_session(chosen).proceed(layout, dry_run=bool(given.get("dry_run")))
+        report = chosen.submitted(layout.run_dir, chosen.launch(layout, work))
     except DagflowError as error:
         fail(error)
     print_report(report, json_output)

@@ -1,8 +1,10 @@
 """The one contract every engine implements (local, condor, slurm, ...), and what an engine declares.
 
-An engine turns a Plan into work somewhere. It owns nothing but what it writes into the run
-directory; status, resume and reports read that directory. Callers (the CLI, the search scheduler,
-status) reach engines only through dagflow/engines/registry.py, never by name.
+An engine turns a Plan into work somewhere: a backend of the run session (run/session.py), which makes the
+run directory, asks the live-run rule and re-plans an edited run for every engine alike. An engine owns
+nothing but what it writes into the run directory; status, resume and reports read that directory. Callers
+(the CLI, the search scheduler, status) reach engines only through dagflow/engines/registry.py, never by
+name.
 
 An engine class declares:
   name      its registry name (`--engine NAME`)
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from dagflow.plan import Plan
     from dagflow.run.layout import RunLayout
     from dagflow.run.live_runs import Live
+    from dagflow.run.session import Work
     from dagflow.run.status import RunStatus
 
 # Step fields that place a node (resources and the rest); each engine honours a subset.
@@ -109,19 +112,29 @@ class Report:
 
 @runtime_checkable
 class Engine(Protocol):
+    """A backend the run session (run/session.py) drives: the session makes the run directory, asks the
+    live-run rule and re-plans an edited run; an engine writes its own files, starts the work and reads it."""
+
     name: ClassVar[str]
     summary: ClassVar[str]
     options: ClassVar[tuple[EngineOption, ...]]
     honours: ClassVar[frozenset[str]]
 
     def prepare(self, plan: Plan, run_dir: Path) -> None:
-        """Write whatever the engine needs into run_dir (generated files, journal); start nothing."""
+        """Check plan and write the files the engine generates for it into run_dir (compiled ones); start
+        nothing. Called before plan.json marks a new run made, and again when an edit re-planned a run."""
 
-    def submit(self, plan: Plan, run_dir: Path) -> str:
-        """Start the work; return an engine-specific handle (a job id, a pid) recorded in run_dir."""
+    def continuing(self, layout: RunLayout) -> Mapping[str, Any] | None:
+        """Refuse continuing the run with these settings where the engine cannot; the settings its edited
+        pipeline file is checked with (registry.spec_checks)."""
 
-    def resume(self, run_dir: Path) -> str:
-        """Start again what did not finish in an existing run; the new handle."""
+    def launch(self, layout: RunLayout, work: Work) -> str:
+        """Start work (a new run's nodes, or what a continued run has left) and return without waiting; an
+        engine-specific handle (a job id, a pid)."""
+
+    def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
+        """`dagflow run`: start work and block until it ends. Returns the exit code when the engine showed the
+        outcome itself, None when the caller shows the run's status."""
 
     def wait(self, run_dir: Path) -> None:
         """Block until the run's work has ended (succeeded, failed or stopped)."""
@@ -140,18 +153,14 @@ class Engine(Protocol):
         (a live run's facts may still be asked of the scheduler)."""
 
     def cancel(self, run_dir: Path) -> None:
-        """Stop the work started by submit."""
+        """Stop the work started by launch."""
 
     def live(self, layout: RunLayout) -> Live | None:
         """What of the run is still live (its nodes that run or may still start, what drives it), read from the
         engine's own records without changing anything; None: nothing. The one rule over it: run/live_runs.py."""
 
-    def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
-        """`dagflow run`: start (plan) or resume (None) the run and block until it ends. Returns the exit
-        code when the engine showed the outcome itself, None when the caller shows the run's status."""
-
     def submitted(self, run_dir: Path, handle: str) -> Report:
-        """What `dagflow submit` (and `resubmit`) print after submit or resume returned handle."""
+        """What `dagflow submit` (and `resubmit`) print after launch returned handle."""
 
     def cancelled(self, run_dir: Path) -> Report | None:
         """What `dagflow cancel` prints; None: wait for the run to stop and show its status."""
@@ -176,17 +185,22 @@ class EngineBase:
         """Nothing to fold in: the engine's nodes journal themselves."""
         return False
 
+    def prepare(self, plan: Plan, run_dir: Path) -> None:
+        from dagflow.plan.graph import check_plan
+
+        check_plan(plan)
+
+    def continuing(self, layout: RunLayout) -> Mapping[str, Any] | None:
+        return self.settings
+
     def status(self, run_dir: Path) -> dict[str, str]:
         from dagflow.run.layout import RunLayout
 
-        return self.read_status(RunLayout.from_run_dir(run_dir)).node_states()
+        return self.read_status(RunLayout.from_run_dir(run_dir)).node_states()  # type: ignore[attr-defined]
 
-    def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
-        if plan is None:
-            self.resume(run_dir)  # type: ignore[attr-defined]
-        else:
-            self.submit(plan, run_dir)  # type: ignore[attr-defined]
-        self.wait(run_dir)  # type: ignore[attr-defined]
+    def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
+        self.launch(layout, work)  # type: ignore[attr-defined]
+        self.wait(layout.run_dir)  # type: ignore[attr-defined]
         return None
 
     def submitted(self, run_dir: Path, handle: str) -> Report:

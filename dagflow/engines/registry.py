@@ -39,6 +39,7 @@ from dagflow.errors import DagflowError, Diagnostic
 if TYPE_CHECKING:  # not imported to list engines and their options (the CLI's flags, --help)
     from dagflow.run.layout import RunLayout
     from dagflow.run.live_runs import Live
+    from dagflow.run.session import RunSession
     from dagflow.run.status import RunStatus
     from dagflow.spec.load import Spec, SpecCheck
     from dagflow.spec.sections import EngineSection, EngineSections
@@ -257,6 +258,14 @@ def live_run(layout: RunLayout) -> Live | None:
         return None
     live = getattr(engine, "live", None)  # an engine written before the contract had it says nothing
     return live(layout) if live is not None else None
+
+
+def run_session(engine: Engine) -> RunSession:
+    """The run session that starts and continues runs on engine, past the live-run rule over every engine's
+    runs (run/session.py): how the CLI, schedules and the search scheduler reach an engine's runs."""
+    from dagflow.run.session import RunSession
+
+    return RunSession(engine, live_run, spec_checks)
 
 
 def read_run_status(layout: RunLayout, ingest: bool = False) -> RunStatus:

@@ -1,5 +1,6 @@
 """A node runs in at most one live run at a time, on every engine: the one check every `dagflow run`,
-`submit`, `resubmit`, `run --resume` and schedule firing makes before it starts or continues a run.
+`submit`, `resubmit`, `run --resume`, schedule firing and search trial makes before it starts or continues a
+run.
 
 Each engine says, for one of its runs, whether anything of it is still live (Engine.live: a narrow, read-only
 fact from its own records: the local runner's lock and its keeper's processes, the DAGMan job, the queued
@@ -17,7 +18,9 @@ Slurm or Grid Engine jobs). The rule itself lives here, once:
   a new one, which adopts its live nodes and takes its recorded results.
 
 Runs of disjoint node sets never block each other, and a crashed run whose nodes have all ended and been
-recorded blocks nobody. Search trials and dry runs are runs of their own and are not looked at.
+recorded blocks nobody. A search trial is checked as it starts, as any new run (it never takes another run
+over); trials and dry runs are runs of their own and block no later run. The rule is asked by the run session
+(session.py) only, so every caller that starts or continues a run goes through it.
 """
 
 from __future__ import annotations
@@ -74,14 +77,15 @@ def pipeline_identity(plan: Plan) -> tuple[str, str]:
     return workdir, os.path.realpath(source)
 
 
-def admit_new(plan: Plan, runs_dir: Path, engine: str, live_of: LiveOf) -> Admission:
+def admit_new(plan: Plan, runs_dir: Path, engine: str, live_of: LiveOf, adopt: bool = True) -> Admission:
     """Check a new run of plan (on engine, under runs_dir) against every earlier live run; raises
-    LiveRunError, or says which cut-short run to continue instead."""
+    LiveRunError, or says which cut-short run to continue instead (adopt False: a search trial, whose run is
+    its own, is refused beside such a run as beside any other)."""
     identity = pipeline_identity(plan)
     adoptable: list[tuple[RunLayout, Plan, Live]] = []
     blockers: list[str] = []
     for layout, earlier, live in _live_runs(Path(runs_dir).absolute(), {plan.run_id}, identity, live_of):
-        if live.driver is None and layout.recorded_engine() == engine and _same_run(plan, earlier):
+        if adopt and live.driver is None and layout.recorded_engine() == engine and _same_run(plan, earlier):
             adoptable.append((layout, earlier, live))
             continue
         shared = _shared(plan, earlier, live)
@@ -118,14 +122,14 @@ def _unchecked(runs_dir: Path) -> str:
 def admit_continued(layout: RunLayout, live_of: LiveOf) -> None:
     """Check continuing the run in layout (`--resume`, `resubmit`): nothing may drive it now, and no other
     live run may share its nodes; raises LiveRunError."""
-    if (layout.run_dir / SEARCH_TRIAL_FILE).exists():  # a search's trial: its nodes are its own
-        return
     itself = live_of(layout)
     if itself is not None and itself.driver is not None:
         raise LiveRunError(
             f"run {layout.run_id} is running now ({itself.driver}): follow it with `dagflow status "
             f"{layout.run_id}`, or stop it with `dagflow cancel {layout.run_id}` before continuing it"
         )
+    if (layout.run_dir / SEARCH_TRIAL_FILE).exists():  # a search's trial: checked against others when it started
+        return
     plans: list[Plan] = []  # its own plan, read only once another run is found live: a big plan takes time
 
     def own() -> Plan:

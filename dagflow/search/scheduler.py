@@ -65,10 +65,12 @@ from dagflow.engines.registry import (
     engine_names,
     engine_provides,
     read_run_status,
+    run_session,
 )
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
+from dagflow.run.session import Work
 from dagflow.search import loss, make_optimizer
 from dagflow.search.best import Best, best_text, reported_best
 from dagflow.search.best import observations as _observations
@@ -216,6 +218,7 @@ class Scheduler:
         self.runs_dir = Path(options.runs_dir).absolute()
         self.likelihood, self.constraint_likelihoods = noise_models(source)
         self.engine = engine or make_engine(options.engine, EngineSettings(self.runs_dir, options.jobs, options.gpus))
+        self.session = run_session(self.engine)  # a trial starts and continues past the live-run rule, as any run
         self._stop = threading.Event()
         self._exhausted: set[str] = set()
         self._optimizers: dict[str, Optimizer] = {}
@@ -399,7 +402,8 @@ class Scheduler:
         run_dir = self.runs_dir / trial.run_id
         observed = observe_run(run_dir, trial.submitted or trial.created, self.options.start_grace_s)
         if observed.state == CUT_SHORT:
-            handle = self.engine.resume(run_dir)
+            layout = RunLayout.from_run_dir(run_dir)
+            handle = self.engine.launch(layout, self.session.proceed(layout))
             self.say(f"[{trial.label}] resumed run {trial.run_id} (job {handle}): {observed.why}")
 
     def _fill(self, region: str) -> None:
@@ -474,11 +478,15 @@ class Scheduler:
         run_dir = self.runs_dir / trial.run_id
         try:
             plan = self.source.plan(trial.region, trial.number, trial.params, trial.run_id)
-            if not RunLayout(self.runs_dir, trial.run_id).exists():
-                self.engine.prepare(plan, run_dir)  # preparing never makes it `latest`, nor does its trial.json after
+            layout = RunLayout(self.runs_dir, trial.run_id)
+            if not layout.exists():
+                layout, work = self.session.create(plan, self.runs_dir)  # creating never makes it `latest`
                 if not record_owner(run_dir, identity(self._uid, trial)):
                     raise SearchBusyError(f"run {trial.run_id} was claimed by another search while it was prepared")
-            handle = self.engine.submit(plan, run_dir)
+            else:  # prepared by a scheduler that was stopped before it started the run
+                self.session.admit(plan, self.runs_dir)
+                work = Work(plan, tuple(plan.nodes))
+            handle = self.engine.launch(layout, work)
         except DagflowError as error:
             self._end(trial, CANCELLED, error=f"could not be submitted: {error}")
             raise

@@ -1,7 +1,8 @@
 """Which engine runs the trials: the scheduler's settings mapped onto the central engine registry.
 
-Every engine implements dagflow.engines.base.Engine; the scheduler uses prepare / submit / status /
-cancel only. Engines, their lazy loading and `register_engine` live in dagflow/engines/registry.py.
+Every engine implements dagflow.engines.base.Engine; the scheduler starts and continues trials through the
+run session (run/session.py) and launches and cancels them with the engine. Engines, their lazy loading
+and `register_engine` live in dagflow/engines/registry.py.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The condor engine behind the shared Engine contract: compile into a run directory, submit the DAG
-to a schedd as one DAGMan job, read status from DAGMan's files, cancel, resubmit from the rescue DAG.
-
-    prepared = prepare_condor(plan, runs_dir, ScheddTarget(name, pool))   # run dir + compiled DAG
-    submitted = submit_prepared(prepared)                                 # -> DAGMan cluster id
-"""
+"""The condor engine behind the shared Engine contract (the run session drives it): compile into a run
+directory, submit the DAG to a schedd as one DAGMan job, read status from DAGMan's files, cancel, resubmit
+from the rescue DAG."""
 
 from __future__ import annotations
 
@@ -25,7 +22,7 @@ from dagflow.engines.condor.ingest import ingest_condor, observe_condor
 from dagflow.engines.condor.jobstate import read_jobstate
 from dagflow.engines.condor.manners import FIELDS as MANNERS
 from dagflow.engines.condor.preflight import UnstartableError, refuse_unstartable, writable_or_error
-from dagflow.engines.condor.records import CondorRecord, condor_dir, is_condor_run
+from dagflow.engines.condor.records import CondorRecord, condor_dir
 from dagflow.engines.condor.schedd import (
     CondorUnreachableError,
     ScheddTarget,
@@ -37,18 +34,15 @@ from dagflow.engines.condor.schedd import (
 from dagflow.engines.condor.settings import CONDOR_OPTIONS
 from dagflow.engines.condor.submit_check import warn_never_matching
 from dagflow.engines.condor.transfer import DataModeError, resolve_data_mode
-from dagflow.engines.registry import spec_checks
 from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.run.follow import follow_run, runs_dir_hint, terminal_reporter
-from dagflow.run.ids import validate_run_id
-from dagflow.run.journal import DONE_STATES
-from dagflow.run.layout import DEFAULT_RUNS_DIR, DRY_RUN_FILE, RunLayout
+from dagflow.run.layout import DRY_RUN_FILE, RunLayout
 from dagflow.run.live_runs import Live
-from dagflow.run.replan import changed_nodes, replanned
 from dagflow.run.result import EXIT_INTERRUPTED
-from dagflow.run.status import RUN_RUNNING, RunStatus, write_plan_index
+from dagflow.run.session import Work
+from dagflow.run.status import RUN_RUNNING, RunStatus
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
 from dagflow.text import plural
 
@@ -99,35 +93,6 @@ class Submission:
     rescue: int | None  # the rescue DAG number it runs from
 
 
-def prepare_condor(
-    plan: Plan,
-    runs_dir: Path = DEFAULT_RUNS_DIR,
-    target: ScheddTarget | None = None,
-    options: DagOptions | None = None,
-    data_mode: str | None = None,
-) -> Prepared:
-    """Create the run directory with the compiled DAG in condor/ and node logs in logs/; submit nothing.
-    data_mode: --data-mode (None: the pipeline's `condor: {data_mode}`, else transfer), recorded in run.json."""
-    validate_run_id(plan.run_id)
-    target = target or ScheddTarget()
-    mode = run_data_mode(plan, data_mode)
-    layout = RunLayout(Path(runs_dir).absolute(), plan.run_id)
-    if layout.exists():  # a directory without plan.json is a prepare cut short: compiled again
-        raise CondorRunError(f"run {plan.run_id} already exists in {layout.runs_dir}; choose another --run-id")
-    writable_or_error(layout.runs_dir)
-    try:
-        dag = compile_plan(plan, condor_dir(layout.run_dir), options=options, log_dir=layout.logs_dir, data_mode=mode)
-    except DagflowError:
-        shutil.rmtree(layout.run_dir, ignore_errors=True)
-        raise
-    layout.create(plan, engine="condor")
-    write_plan_index(layout, plan)  # `dagflow status` reads the index, not the plan (a big one takes seconds)
-    batch_name = run_manners(plan, options or DagOptions()).batch_name
-    record = CondorRecord(dag=str(dag), schedd=target.name, pool=target.pool, data_mode=mode, batch_name=batch_name)
-    record.save(layout.run_dir)
-    return Prepared(layout, record)
-
-
 def load_prepared(layout: RunLayout) -> Prepared:
     record = CondorRecord.load(layout.run_dir)
     if record is None:
@@ -165,105 +130,7 @@ def submit_prepared(prepared: Prepared, dry_run: bool = False, rescue: int | Non
     return Submission(prepared, text, cluster, rescue)
 
 
-def resubmit_condor(layout: RunLayout, dry_run: bool = False, options: DagOptions | None = None) -> Submission:
-    """Submit the run again from DAGMan's newest rescue DAG, so nodes that finished are not rerun.
-
-    The original DAG is submitted with -DoRescueFrom N (N the newest rescue number): DAGMan would pick
-    the newest rescue DAG by itself, but naming it makes the choice visible and fails loudly if it is
-    gone. A run that was never submitted (no schedd reachable then) is submitted as it was compiled.
-    When the pipeline file changed since the run was planned, the run is re-planned and compiled again
-    instead (see _resubmit_edited), as a local resume does.
-    """
-    prepared = load_prepared(layout)
-    if not prepared.record.submissions:
-        return submit_prepared(prepared, dry_run)
-    status = read_condor_status(layout)
-    if status.state == RUN_RUNNING:
-        raise CondorRunError(
-            f"run {layout.run_id} is still running (DAGMan job {prepared.record.latest.cluster}.0); "  # type: ignore[union-attr]
-            f"`dagflow cancel {layout.run_id}` first"
-        )
-    plan = layout.load_plan()
-    fresh = replanned(layout, plan, spec_checks("condor", {"data_mode": prepared.record.data_mode}))
-    if fresh is not None:
-        return _resubmit_edited(prepared, status, plan, fresh, dry_run, options)
-    if status.state == "succeeded":
-        raise NothingToResubmitError(f"run {layout.run_id} succeeded: nothing to resubmit")
-    rescue = newest_rescue(prepared.dag)
-    if rescue is None:
-        raise CondorRunError(
-            f"run {layout.run_id} has no rescue DAG ({prepared.dag.name}.rescue001...): DAGMan writes one when "
-            "the DAG fails or its job is removed"
-        )
-    return submit_prepared(prepared, dry_run, rescue)
-
-
-def _resubmit_edited(
-    prepared: Prepared, status: RunStatus, plan: Plan, fresh: Plan, dry_run: bool, options: DagOptions | None
-) -> Submission:
-    """Compile the re-planned run into its condor/ directory again and submit it from a rescue DAG of our
-    own, DAGMan's format, that marks DONE the nodes that finished and that the edit did not change: the
-    changed ones and everything downstream of them run again (a DAGMan rescue DAG would keep them DONE)."""
-    layout = prepared.layout
-    forget = changed_nodes(plan, fresh)
-    states = status.node_states()
-    kept = [name for name in fresh.nodes if name not in forget and states.get(name) in DONE_STATES]
-    print(
-        f"dagflow: {fresh.source} changed since run {layout.run_id} was planned: re-planned from it "
-        f"({plural(len(kept), 'finished node')} kept, {len(fresh.nodes) - len(kept)} to run)",
-        file=sys.stderr,
-    )
-    rescue = (newest_rescue(prepared.dag) or 0) + 1
-    if dry_run:
-        return Submission(prepared, f"# would compile {fresh.source} again and mark {plural(len(kept), 'node')} DONE",
-                          None, rescue)
-    mode = run_data_mode(fresh, prepared.record.data_mode)
-    dag = compile_plan(fresh, prepared.dag.parent, options=options, log_dir=layout.logs_dir, data_mode=mode)
-    if dag != prepared.dag:  # the pipeline was renamed: its DAG file with it
-        prepared.record.dag = str(dag)
-        prepared.record.save(layout.run_dir)
-    write_atomic(layout.plan_path, fresh.to_json().encode())
-    write_plan_index(layout, fresh)
-    layout.record_pipeline(fresh)
-    # Node names passed escape.node_name when compiled: a DONE line holds nothing else.
-    lines = ["# Rescue DAG file written by dagflow: the pipeline was edited; unchanged finished nodes are DONE"]
-    lines += [f"DONE {name}" for name in kept]
-    write_atomic(Path(f"{dag}.rescue{rescue:03d}"), ("\n".join(lines) + "\n").encode())
-    return submit_prepared(prepared, dry_run, rescue)
-
-
 WAIT_POLL_S = 2.0  # seconds between two reads of a run's files while waiting for it
-
-
-def wait_condor(layout: RunLayout, poll_s: float = WAIT_POLL_S) -> RunStatus:
-    """Block until the run's DAGMan job has ended (exited or removed); return the run's final status.
-
-    DAGMan's own files say when it ended (its job's event log and the jobstate log), so this needs no
-    schedd query and keeps working if the schedd restarts meanwhile.
-    """
-    while True:
-        status = observe_condor(layout)
-        if status.state != RUN_RUNNING:
-            return status
-        time.sleep(poll_s)
-
-
-def cancel_condor(layout: RunLayout) -> int:
-    """condor_rm the run's DAGMan job (DAGMan removes its node jobs and writes a rescue DAG).
-
-    Returns the DAGMan cluster id removed.
-    """
-    prepared = load_prepared(layout)
-    latest = prepared.record.latest
-    if latest is None:
-        raise CondorRunError(f"run {layout.run_id} was never submitted: nothing to cancel")
-    removed = remove_job(prepared.target, latest.cluster, reason=f"dagflow cancel {layout.run_id}")
-    if not removed:
-        history = read_jobstate(prepared.record.files.jobstate_log)
-        gone = " (DAGMan has finished)" if history is not None and not history.dagman_running else ""
-        raise CondorRunError(f"DAGMan job {latest.cluster}.0 of run {layout.run_id} is not in the queue{gone}")
-    prepared.record.mark_removed(layout.run_dir)
-    return latest.cluster
 
 
 class CondorEngine(EngineBase):
@@ -283,22 +150,69 @@ class CondorEngine(EngineBase):
         self.last: Submission | None = None  # the latest submission, for submitted()
         self._ingested: RunStatus | None = None  # the status the last ingest read, for the read after it
 
-    def prepare(self, plan: Plan, run_dir: Path) -> None:
-        if plan.run_id != Path(run_dir).name:
-            raise CondorRunError(f"run_dir {run_dir} must be named after the plan's run id {plan.run_id}")
-        prepare_condor(plan, Path(run_dir).absolute().parent, self.target, self.dag_options, self.settings["data_mode"])
+    # The backend the run session drives.
 
-    def submit(self, plan: Plan, run_dir: Path) -> str:
-        """Submit a prepared run (preparing it first if needed), or resubmit a failed one from its rescue."""
-        layout = RunLayout.from_run_dir(run_dir)
-        fresh = not is_condor_run(layout.run_dir)
-        if fresh:
-            self.prepare(plan, layout.run_dir)
-        prepared = load_prepared(layout)
-        if prepared.record.submissions:
-            return self.resume(run_dir)
+    def prepare(self, plan: Plan, run_dir: Path) -> None:
+        """Compile plan into the run's condor/ directory: a new run's (its record made, with the data mode:
+        --data-mode, else the pipeline's `condor: {data_mode}`, else transfer), or a re-planned one's again."""
+        run_dir = Path(run_dir)
+        logs = RunLayout.from_run_dir(run_dir).logs_dir
+        record = CondorRecord.load(run_dir)
+        if record is not None:
+            mode = run_data_mode(plan, record.data_mode)
+            dag = compile_plan(plan, Path(record.dag).parent, options=self.dag_options, log_dir=logs, data_mode=mode)
+            if str(dag) != record.dag:  # the pipeline was renamed: its DAG file with it
+                record.dag = str(dag)
+                record.save(run_dir)
+            return
+        mode = run_data_mode(plan, self.settings["data_mode"])
+        writable_or_error(run_dir.parent)
         try:
-            self.last = submit_prepared(prepared, dry_run=self.settings["dry_run"])
+            dag = compile_plan(plan, condor_dir(run_dir), options=self.dag_options, log_dir=logs, data_mode=mode)
+        except DagflowError:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        batch_name = run_manners(plan, self.dag_options).batch_name
+        CondorRecord(dag=str(dag), schedd=self.target.name, pool=self.target.pool, data_mode=mode,
+                     batch_name=batch_name).save(run_dir)  # fmt: skip
+
+    def continuing(self, layout: RunLayout) -> Mapping[str, Any] | None:
+        """A run keeps the data mode it was compiled for; its edited pipeline is checked for that mode."""
+        recorded = load_prepared(layout).record.data_mode
+        asked = self.settings["data_mode"]
+        if asked and asked != recorded:
+            raise CondorRunError(f"run {layout.run_id} was compiled for the {recorded} data mode; "
+                                 f"--data-mode {asked} applies to new runs only")
+        return {"data_mode": recorded}
+
+    def launch(self, layout: RunLayout, work: Work) -> str:
+        """Submit the DAG as one DAGMan job: a new run's as compiled; a continued run's from DAGMan's newest
+        rescue DAG (-DoRescueFrom N, so nodes that finished are not rerun; naming it makes the choice visible
+        and fails loudly if it is gone), or, after an edit re-planned it, from a rescue DAG of our own that
+        marks DONE the finished nodes the edit did not change. A run never submitted (no schedd reachable
+        then) is submitted as compiled."""
+        prepared = load_prepared(layout)
+        dry_run = self.settings["dry_run"]
+        if not work.resume or not prepared.record.submissions:
+            self.last = self._first_submission(prepared, fresh=not work.resume)
+        elif work.edited:
+            self.last = self._submit_edited(prepared, work, dry_run)
+        elif not work.todo:
+            raise NothingToResubmitError(f"run {layout.run_id} succeeded: nothing to resubmit")
+        else:
+            rescue = newest_rescue(prepared.dag)
+            if rescue is None:
+                raise CondorRunError(
+                    f"run {layout.run_id} has no rescue DAG ({prepared.dag.name}.rescue001...): DAGMan writes one "
+                    "when the DAG fails or its job is removed"
+                )
+            self.last = submit_prepared(prepared, dry_run, rescue)
+        return _handle(self.last)
+
+    def _first_submission(self, prepared: Prepared, fresh: bool) -> Submission:
+        layout = prepared.layout
+        try:
+            return submit_prepared(prepared, dry_run=self.settings["dry_run"])
         except UnstartableError:
             if fresh:  # prepared for a submission that cannot be: leave no run behind
                 shutil.rmtree(layout.run_dir, ignore_errors=True)
@@ -308,19 +222,30 @@ class CondorEngine(EngineBase):
                 f"{error}; compiled files kept in {prepared.dag.parent} "
                 f"(submit them later with `dagflow resubmit {layout.run_id}`)"
             ) from None
-        return _handle(self.last)
 
-    def resume(self, run_dir: Path) -> str:
-        recorded = load_prepared(RunLayout.from_run_dir(run_dir)).record.data_mode
-        asked = self.settings["data_mode"]
-        if asked and asked != recorded:
-            raise CondorRunError(f"run {Path(run_dir).name} was compiled for the {recorded} data mode; "
-                                 f"--data-mode {asked} applies to new runs only")
-        self.last = resubmit_condor(RunLayout.from_run_dir(run_dir), self.settings["dry_run"], self.dag_options)
-        return _handle(self.last)
+    def _submit_edited(self, prepared: Prepared, work: Work, dry_run: bool) -> Submission:
+        """The re-planned run (compiled again by prepare) from a rescue DAG of ours, DAGMan's format: the
+        changed nodes and everything downstream of them run again (a DAGMan rescue DAG would keep them DONE)."""
+        kept = [name for name in work.plan.nodes if name not in work.todo]
+        rescue = (newest_rescue(prepared.dag) or 0) + 1
+        if dry_run:
+            return Submission(
+                prepared, f"# would compile {work.plan.source} again and mark {plural(len(kept), 'node')} DONE",
+                None, rescue,
+            )  # fmt: skip
+        # Node names passed escape.node_name when compiled: a DONE line holds nothing else.
+        lines = ["# Rescue DAG file written by dagflow: the pipeline was edited; unchanged finished nodes are DONE"]
+        lines += [f"DONE {name}" for name in kept]
+        write_atomic(Path(f"{prepared.dag}.rescue{rescue:03d}"), ("\n".join(lines) + "\n").encode())
+        return submit_prepared(prepared, dry_run, rescue)
 
     def wait(self, run_dir: Path) -> None:
-        wait_condor(RunLayout.from_run_dir(run_dir))
+        """Block until the run's DAGMan job has ended (exited or removed). DAGMan's own files say when it
+        ended (its job's event log and the jobstate log), so this needs no schedd query and keeps working if
+        the schedd restarts meanwhile."""
+        layout = RunLayout.from_run_dir(run_dir)
+        while observe_condor(layout).state == RUN_RUNNING:
+            time.sleep(WAIT_POLL_S)
 
     def ingest(self, run_dir: Path) -> bool:
         """Fold what DAGMan and the jobs wrote since the last ingest into the run directory (ingest.py)."""
@@ -334,7 +259,18 @@ class CondorEngine(EngineBase):
         return read_condor_status(layout)
 
     def cancel(self, run_dir: Path) -> None:
-        cancel_condor(RunLayout.from_run_dir(run_dir))
+        """condor_rm the run's DAGMan job (DAGMan removes its node jobs and writes a rescue DAG)."""
+        layout = RunLayout.from_run_dir(run_dir)
+        prepared = load_prepared(layout)
+        latest = prepared.record.latest
+        if latest is None:
+            raise CondorRunError(f"run {layout.run_id} was never submitted: nothing to cancel")
+        removed = remove_job(prepared.target, latest.cluster, reason=f"dagflow cancel {layout.run_id}")
+        if not removed:
+            history = read_jobstate(prepared.record.files.jobstate_log)
+            gone = " (DAGMan has finished)" if history is not None and not history.dagman_running else ""
+            raise CondorRunError(f"DAGMan job {latest.cluster}.0 of run {layout.run_id} is not in the queue{gone}")
+        prepared.record.mark_removed(layout.run_dir)
 
     def live(self, layout: RunLayout) -> Live | None:
         record = CondorRecord.load(layout.run_dir)
@@ -343,23 +279,23 @@ class CondorEngine(EngineBase):
         live = super().live(layout)  # DAGMan's job alive, as `resubmit` refuses it
         return None if live is None else dataclasses.replace(live, driver=f"DAGMan job {record.latest.cluster}.0")
 
-    def run(self, plan: Plan | None, run_dir: Path, json_output: bool) -> int | None:
+    def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
         """Submit the DAG (or, resuming, its rescue DAG unless the run succeeded) and wait for DAGMan to end,
         showing the run as a local run shows (live view, event lines, summary) from DAGMan's files, read as
         `dagflow status` reads them every 2 s; with --json, the caller prints the final status."""
-        layout = RunLayout.from_run_dir(run_dir)
+        run_dir = layout.run_dir
         before = None
         said = ""
-        if plan is None:
+        if work.resume:
             before = None if json_output else read_condor_status(layout)
             try:
-                self.resume(run_dir)
+                self.launch(layout, work)
             except NothingToResubmitError:
                 pass  # its status, as it ended
             else:
                 said = f"resubmitted run {layout.run_id}: DAGMan job {_handle(self.last)}"
         else:
-            self.submit(plan, run_dir)
+            self.launch(layout, work)
             said = f"submitted run {layout.run_id}: DAGMan job {_handle(self.last)}; waiting for it"
         handle = _handle(self.last)
         try:  # from here on, Ctrl-C stops the waiting, not the DAG (as condor_submit_dag's users expect)

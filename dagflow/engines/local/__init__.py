@@ -1,8 +1,7 @@
 """The local engine: runs a Plan's nodes as processes on this machine, like a personal DAGMan.
 
-from dagflow.engines.local import RunOptions, run_local, resume_local
-result = run_local(plan, RunOptions(runs_dir=Path(".dagflow/runs"), jobs=4))
-result.state, result.states, result.exit_code
+Runs are started and continued through a run session (dagflow/run/session.py, engines/registry.py
+run_session), which drives LocalEngine; LocalRunner is the in-process runner it drives.
 """
 
 from __future__ import annotations
@@ -11,10 +10,6 @@ from dagflow.lazy import lazy_exports
 
 _EXPORTS = {
     "LocalEngine": "engine",
-    "check_runnable": "engine",
-    "prepare_run": "engine",
-    "resume_local": "engine",
-    "run_local": "engine",
     "RunOptions": "options",
     "LocalRunner": "runner",
 }

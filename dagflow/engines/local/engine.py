@@ -1,46 +1,48 @@
-"""The local engine's entry points: run a Plan on this machine, resume a run, or drive it through the
-Engine contract (prepare / submit / status / cancel) as a detached background runner.
+"""The local engine: runs a Plan's nodes as processes on this machine, in the foreground (`dagflow run`) or as
+a detached background runner (`dagflow submit --engine local`, search trials), behind the run session
+(run/session.py), which makes the run directory, asks the live-run rule and re-plans an edited run.
 
-Rerun semantics. `resume_local` (`dagflow run --resume ID`) continues one run: the journal says what
-finished, and only the rest runs. Running a pipeline again (`dagflow run pipeline.yaml`) starts a new
-run with a new id, and the cache decides node by node: whatever succeeded before with the same command,
-environment, params, input content and upstream is skipped and shown as cached. The cache, unlike a
-journal, stays correct when the pipeline or its input files changed between the two runs.
-
-A run never shares a node with an earlier live run (a killed runner's keeper may still run its nodes): the
-commands that start or continue runs check that first (dagflow/run/live_runs.py), and a plain run that is
-exactly such a cut-short run continues it instead, adopting its live nodes.
+Rerun semantics. `dagflow run --resume ID` continues one run: the journal says what finished, and only the
+rest runs. Running a pipeline again (`dagflow run pipeline.yaml`) starts a new run with a new id, and the
+cache decides node by node: whatever succeeded before with the same command, environment, params, input
+content and upstream is skipped and shown as cached. The cache, unlike a journal, stays correct when the
+pipeline or its input files changed between the two runs.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import errno
 import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dagflow.data import with_import_root
+from dagflow.engines.base import EngineBase, EngineOption, Report
+from dagflow.engines.local.cpu_only import CPU_ONLY
+from dagflow.engines.local.cpu_only import note as cpu_only_note
+from dagflow.engines.local.liveness import local_live
 from dagflow.engines.local.options import RunOptions
+from dagflow.engines.local.orphans import stop_cut_short
+from dagflow.engines.local.recovery import unjournaled_nodes
 from dagflow.engines.local.resources import Machine, ResourceError, detect_machine, infeasible
-from dagflow.engines.local.runner import LocalRunner, RunStorageError
-from dagflow.engines.registry import engine_of_run, spec_checks
-from dagflow.errors import DagflowError
-from dagflow.files import write_atomic
+from dagflow.engines.local.runner import LocalRunner
+from dagflow.engines.local.settings import LOCAL_OPTIONS
 from dagflow.plan import Plan
 from dagflow.plan.graph import PlanError, check_plan
-from dagflow.run.ids import validate_run_id
-from dagflow.run.layout import RunLayout, find_run
+from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
+from dagflow.run.live_runs import Live
 from dagflow.run.lock import holder_pid, is_locked
-from dagflow.run.replan import changed_nodes, replanned
+from dagflow.run.reporting import JsonReporter, PlainReporter, Reporter
 from dagflow.run.result import RunResult
-from dagflow.run.status import read_status
+from dagflow.run.status import RunStatus, read_status
+from dagflow.text import plural
 
-
-class RunExistsError(DagflowError):
-    pass
+if TYPE_CHECKING:
+    from dagflow.run.session import Work
 
 
 def check_runnable(plan: Plan, options: RunOptions) -> Machine:
@@ -62,115 +64,59 @@ def check_runnable(plan: Plan, options: RunOptions) -> Machine:
     return machine
 
 
-def prepare_run(plan: Plan, options: RunOptions) -> tuple[RunLayout, Machine]:
-    """Check the plan and create its run directory (plan.json, empty journal, logs/); start nothing.
+class LocalEngine(EngineBase):
+    """Runs nodes as processes on this machine: in the foreground (`dagflow run`) or as a detached runner."""
 
-    plan.json gets the workdir made absolute, so a resume from another directory runs nodes in the
-    same place.
-    """
-    validate_run_id(plan.run_id)
-    machine = check_runnable(plan, options)
-    layout = RunLayout(Path(options.runs_dir).absolute(), plan.run_id)
-    if layout.exists():
-        raise RunExistsError(
-            f"run {plan.run_id} already exists in {layout.runs_dir}; resume it with "
-            f"`dagflow run --resume {plan.run_id}` or choose another --run-id"
+    name: ClassVar[str] = "local"
+    summary: ClassVar[str] = "run the nodes on this machine"
+    options: ClassVar[tuple[EngineOption, ...]] = LOCAL_OPTIONS
+    honours: ClassVar[frozenset[str]] = frozenset(
+        {"cpus", "memory", "memory_max", "disk", "gpus", "gpu_memory", "priority", "timeout", "runtime.python"}
+    )
+
+    def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
+        super().__init__(runs_dir, settings)
+        self.run_options = self.options_with()  # what a run here gets (an embedding program may replace it)
+        self._stopped: list[str] | None = None  # what cancel stopped of a run whose runner died
+        self._machine: tuple[str, Machine] | None = None  # prepare's look at this machine, for that run
+
+    def options_with(self, reporter: Reporter | None = None, handle_signals: bool = False) -> RunOptions:
+        given = self.settings
+        return RunOptions(
+            runs_dir=self.runs_dir,
+            jobs=given["jobs"],
+            gpus=given["gpus"],
+            force=tuple(given["force"] or ()),
+            use_cache=not given["no_cache"],
+            kill_grace_s=given["kill_grace"],
+            reporter=reporter,
+            handle_signals=handle_signals,
+            engine=self.name,
         )
-    plan = dataclasses.replace(plan, workdir=os.path.abspath(plan.workdir))
-    try:
-        layout.create(plan, engine=options.engine)
-    except OSError as error:
-        if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-            raise
-        raise RunStorageError(f"cannot create run {plan.run_id} under {layout.runs_dir}: {error.strerror}") from None
-    return layout, machine
 
-
-def run_local(plan: Plan, options: RunOptions | None = None) -> RunResult:
-    """Run plan to the end on this machine in a new run directory `<runs_dir>/<plan.run_id>/`.
-
-    Blocks until every node has finished, failed, or the run was stopped; raises DagflowError (exit
-    code 2) for problems found before anything starts. Nodes unchanged since they last succeeded are
-    skipped (see cache.py). Set options.handle_signals on the main thread so Ctrl-C stops cleanly.
-    """
-    options = options or RunOptions()
-    plan = dataclasses.replace(plan, workdir=os.path.abspath(plan.workdir))
-    layout, machine = prepare_run(plan, options)
-    layout.mark_latest()
-    return LocalRunner(plan, layout, machine, options).run()
-
-
-def resume_local(run_id: str | None, options: RunOptions | None = None) -> RunResult:
-    """Run again what did not finish in run run_id ("latest" or None: the latest run under runs_dir).
-
-    Finished nodes are read from the journal and not rerun; a node an earlier runner left running is
-    adopted and waited for, and one that finished while no runner was alive has its result taken (see
-    procs.py). When the pipeline file the run came from has changed since (a fixed typo, say), the run
-    is re-planned from it: plan.json is replaced, finished nodes that are unchanged (same command,
-    environment, params, declared paths and parents, all of them unchanged too) are kept, and the rest
-    run again; an edit that does not load fails here, with the file's own error.
-    """
-    options = options or RunOptions()
-    layout = find_run(Path(options.runs_dir), run_id)
-    engine = engine_of_run(layout)
-    if engine != options.engine:
-        # Its nodes ran (or run) elsewhere and its journal is not the local runner's: running it here
-        # would run finished work again and write into another engine's run directory.
-        raise RunExistsError(
-            f"run {layout.run_id} was started with --engine {engine}; continue it there "
-            f"(`dagflow run --resume {layout.run_id}` picks that engine by itself)"
-        )
-    plan = layout.load_plan()
-    return _continue(layout, plan, replanned(layout, plan, spec_checks("local")), options)
-
-
-def _continue(layout: RunLayout, plan: Plan, fresh: Plan | None, options: RunOptions) -> RunResult:
-    """Run what did not finish of the run in layout, planned as plan, or as fresh where that differs."""
-    forget: frozenset[str] = frozenset()
-    if fresh is not None:
-        check_runnable(fresh, options)
-        forget = changed_nodes(plan, fresh)
-        write_atomic(layout.plan_path, fresh.to_json().encode())
-        layout.record_pipeline(fresh)
-        kept = sum(1 for name in fresh.nodes if name not in forget)
-        print(
-            f"dagflow: {fresh.source} changed since run {layout.run_id} was planned: re-planned from it "
-            f"({kept} node(s) unchanged, {len(forget)} changed)",
-            file=sys.stderr,
-        )
-        plan = fresh
-    machine = check_runnable(plan, options)
-    layout.mark_latest()
-    return LocalRunner(plan, layout, machine, options, forget).run()
-
-
-class LocalEngine:
-    """The Engine contract: submit starts a detached `dagflow run --resume` on the prepared run."""
-
-    name = "local"
-
-    def __init__(self, options: RunOptions | None = None) -> None:
-        self.options = options or RunOptions()
+    # The backend the run session drives.
 
     def prepare(self, plan: Plan, run_dir: Path) -> None:
-        options = self._options_for(run_dir)
-        if plan.run_id != Path(run_dir).name:
-            raise RunExistsError(f"run_dir {run_dir} must be named after the plan's run id {plan.run_id}")
-        prepare_run(plan, options)
+        self._check_devices()  # before the run is made: an error here, not in a detached runner's log
+        self._machine = (plan.run_id, check_runnable(plan, self.run_options))
 
-    def submit(self, plan: Plan, run_dir: Path) -> str:
-        layout = RunLayout.from_run_dir(run_dir)
-        if not layout.exists():
-            self.prepare(plan, layout.run_dir)
+    def continuing(self, layout: RunLayout) -> Mapping[str, Any] | None:
+        return None  # an edited pipeline is checked as wherever it runs: its settings may differ now
+
+    def launch(self, layout: RunLayout, work: Work) -> str:
+        """A detached `dagflow run --resume` on the run (its session finds nothing more to re-plan)."""
+        if work.resume:
+            self._check_devices()  # before the detached runner starts: an error here, not in its log
+        options = self.run_options
         argv = [sys.executable, "-m", "dagflow", "run", "--resume", layout.run_id, "--json"]
-        argv += ["--runs-dir", str(layout.runs_dir), "--kill-grace", str(self.options.kill_grace_s)]
-        if self.options.jobs:
-            argv += ["--jobs", str(self.options.jobs)]
-        if self.options.gpus is not None:
-            argv += ["--gpus", self.options.gpus]
-        for name in self.options.force:
+        argv += ["--runs-dir", str(layout.runs_dir), "--kill-grace", str(options.kill_grace_s)]
+        if options.jobs:
+            argv += ["--jobs", str(options.jobs)]
+        if options.gpus is not None:
+            argv += ["--gpus", options.gpus]
+        for name in options.force:
             argv += ["--force", name]
-        if not self.options.use_cache:
+        if not options.use_cache:
             argv.append("--no-cache")
         env = dict(os.environ)
         env["PYTHONPATH"] = with_import_root(env.get("PYTHONPATH"))
@@ -179,17 +125,89 @@ class LocalEngine:
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
             )
         layout.runner_pid_path.write_text(f"{proc.pid}\n")
-        layout.mark_latest()  # its runner marks it too, once it starts
+        layout.mark_latest()  # only once it really starts (its runner marks it too)
         return str(proc.pid)
 
-    def status(self, run_dir: Path) -> dict[str, str]:
-        return read_status(RunLayout.from_run_dir(run_dir)).node_states()
+    def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
+        options = self.options_with(self._reporter(json_output), handle_signals=True)
+        options.runs_dir = layout.runs_dir
+        layout.mark_latest()
+        return self.drive(layout, work, options).exit_code
+
+    def drive(self, layout: RunLayout, work: Work, options: RunOptions) -> RunResult:
+        """Run work here, in this process, until it ends (Ctrl-C stops it cleanly with options.handle_signals
+        on the main thread)."""
+        machine = self._machine[1] if self._machine and self._machine[0] == work.plan.run_id else None
+        if machine is None or work.resume:
+            machine = check_runnable(work.plan, options)
+        return LocalRunner(work.plan, layout, machine, options, work.forget).run()
+
+    def wait(self, run_dir: Path) -> None:
+        layout = RunLayout.from_run_dir(run_dir)
+        time.sleep(0.5)  # the detached runner takes the run's lock as it starts
+        while read_status(layout).runner_alive:
+            time.sleep(0.5)
+
+    def read_status(self, layout: RunLayout) -> RunStatus:
+        status = read_status(layout)
+        smoke_test = cpu_only_note(layout.run_dir)
+        if smoke_test is not None:
+            status.notes.append(smoke_test)
+            status.extra["gpus"] = CPU_ONLY
+        if not status.runner_alive and not status.journal.finished:
+            status.unjournaled = unjournaled_nodes(layout)
+            running = sum(1 for rc in status.unjournaled.values() if rc is None)
+            if status.unjournaled:
+                status.notes.append(
+                    f"its runner died: its keeper still runs {plural(running, 'node')}, "
+                    f"{len(status.unjournaled) - running} ended since; `dagflow run --resume {layout.run_id}` "
+                    "adopts them (so does the command that started it, given again); "
+                    f"`dagflow cancel {layout.run_id}` stops them"
+                )
+        return status
+
+    def live(self, layout: RunLayout) -> Live | None:
+        return local_live(layout)
 
     def cancel(self, run_dir: Path) -> None:
+        """Signal the run's runner; with none (it died), stop the nodes its keeper still runs."""
         layout = RunLayout.from_run_dir(run_dir)
-        pid = holder_pid(layout.lock_path) if is_locked(layout.lock_path) else None
-        if pid is not None:
-            os.kill(pid, signal.SIGTERM)
+        self._stopped = stop_cut_short(layout, self.run_options.kill_grace_s)
+        if self._stopped is None:
+            pid = holder_pid(layout.lock_path) if is_locked(layout.lock_path) else None
+            if pid is not None:
+                os.kill(pid, signal.SIGTERM)
 
-    def _options_for(self, run_dir: Path) -> RunOptions:
-        return dataclasses.replace(self.options, runs_dir=RunLayout.from_run_dir(run_dir).runs_dir)
+    def cancelled(self, run_dir: Path) -> Report | None:
+        stopped, run_id = self._stopped, Path(run_dir).name
+        if stopped is None:
+            return None  # its runner stops its nodes: wait for it and show the run's status
+        data = {"run_id": run_id, "engine": self.name, "stopped": stopped}
+        if not stopped:
+            return Report(data, [f"run {run_id} is not running: nothing to stop"])
+        shown = ", ".join(stopped[:5]) + (", ..." if len(stopped) > 5 else "")
+        line = (f"stopped {plural(len(stopped), 'node')} of run {run_id} that its keeper ran on after its runner "
+                f"died ({shown}); continue with `dagflow run --resume {run_id}`")
+        return Report(data, [line])
+
+    def _check_devices(self) -> None:
+        """--gpus naming a device that is not here is bad input, not a slot to wait for."""
+        if self.settings["gpus"] is not None:
+            from dagflow.engines.local.devices import check_devices
+
+            check_devices(self.settings["gpus"])
+
+    def submitted(self, run_dir: Path, handle: str) -> Report:
+        run_id = Path(run_dir).name
+        line = f"started run {run_id} in the background; follow it with `dagflow status {run_id}`"
+        return Report({"run_id": run_id, "engine": self.name}, [line])
+
+    def _reporter(self, json_output: bool) -> Reporter:
+        hint = "" if self.runs_dir == DEFAULT_RUNS_DIR else f" --runs-dir {self.runs_dir}"
+        if json_output:
+            return JsonReporter()
+        if sys.stdout.isatty():
+            from dagflow.run.live_view import RichReporter  # rich is only needed on a terminal
+
+            return RichReporter(runs_dir_hint=hint)
+        return PlainReporter(runs_dir_hint=hint)

@@ -62,13 +62,13 @@ from dagflow.engines.local.ready import ReadyQueue
 from dagflow.engines.local.resources import Machine, ResourcePool
 from dagflow.engines.local.running_node import RunningNode
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder
-from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.journal import JournalWriter, replan_event, run_event
 from dagflow.run.layout import RunLayout
 from dagflow.run.lock import RunLock
 from dagflow.run.reporting import Reporter, RunInfo
 from dagflow.run.result import Failure, RunResult
+from dagflow.run.session import RunStorageError
 
 __all__ = ["KeeperLostError", "LocalRunner", "RunStorageError"]
 
@@ -77,16 +77,12 @@ _LONGEST_WAIT_S = 86400.0  # epoll refuses waits past INT_MAX ms (24.8 days): a 
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
-class RunStorageError(DagflowError):
-    """The run directory cannot be written (a full disk): the runner stopped; resume when there is room."""
-
-
 class LocalRunner(ReadyQueue, Adoption, Outcomes):
     """Runs (or resumes) the run in `layout` until every node has finished or the run is stopped.
 
     `request_stop()` may be called from another thread or a signal handler: running nodes get SIGTERM,
     then SIGKILL after `kill_grace_s`; a second request kills them at once. `forget` names finished
-    nodes to run again (the pipeline changed them since; engine.py decides).
+    nodes to run again (the pipeline changed them since: the run session re-planned it and journaled them).
     """
 
     def __init__(
@@ -96,6 +92,7 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
         self.layout = RunLayout(layout.runs_dir.absolute(), layout.run_id)  # as the keeper sees it, from the workdir
         self.options = options
         self.forget = forget
+        self._replanned = forget  # journaled by the run session (run/session.py)
         self.jobs = nodes_within_open_files(options.jobs or machine.cpus)
         self.pool = ResourcePool(machine, self.jobs)
         self.memory = MemoryGrowth(machine.memory_mb)  # nodes' memory limits, grown after an overrun
@@ -230,7 +227,7 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
         t0 = time.monotonic()
         prior, done, adopt, accept = self._carry_over()
         self.journal.write(run_event(prior.runners > 0, pid=os.getpid()), durable=True)
-        forgotten = sorted(name for name in self.forget if name in prior.nodes)
+        forgotten = sorted(name for name in self.forget - self._replanned if name in prior.nodes)
         if forgotten:
             self.journal.write(replan_event(forgotten), durable=True)
         self.journal.flush()

@@ -20,7 +20,7 @@ LOCAL_OPTIONS = (
 
 # Nodes run here, in the pipeline's directory; their metric lines are read as they are written.
 ENGINE = EngineDeclaration(
-    "dagflow.engines.local.contract:LocalEngineContract",
+    "dagflow.engines.local.engine:LocalEngine",
     LOCAL_OPTIONS,
     Capabilities(streams_progress=True),
     provides=(

@@ -3,9 +3,8 @@
 wrapper stops nodes below a failure (Grid Engine holds wait for a job's end, not its success), and status
 folds `qstat -xml` into the run's journal, so `dagflow status` reads the same whichever engine ran the plan.
 
-from dagflow.engines.sge import submit_sge, wait_sge
-submitted = submit_sge(plan, runs_dir)
-status = wait_sge(submitted.layout)
+Runs are started and continued through a run session (dagflow/run/session.py, engines/registry.py
+run_session), which drives its engine class.
 """
 
 from __future__ import annotations
@@ -18,11 +17,6 @@ _EXPORTS = {
     "SgeEngine": "engine",
     "SgeRunError": "engine",
     "Submitted": "engine",
-    "cancel_sge": "engine",
-    "prepare_sge": "engine",
-    "resume_sge": "engine",
-    "submit_sge": "engine",
-    "wait_sge": "engine",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -1,4 +1,4 @@
-"""The Grid Engine engine's entry points: submit a plan, resume, cancel, wait, behind the Engine contract.
+"""The Grid Engine engine: qsub, qstat and qdel behind the batch engines' contract (the run session drives it).
 
 A run directory is the local engine's plus `sge/` (see records.py); Grid Engine holds the DAG
 (`-hold_jid`, `-hold_jid_ad`) and the node wrapper stops below a failure. What every batch engine does
@@ -22,13 +22,8 @@ from dagflow.engines.sge.settings import DEFAULT_PE, SGE_OPTIONS, checked_pe
 from dagflow.engines.sge.submit import submit_nodes
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
-from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
-from dagflow.run.status import RunStatus
 
-__all__ = [
-    "SgeEngine", "SgeRunError", "Submitted",
-    "cancel_sge", "prepare_sge", "resume_sge", "submit_sge", "wait_sge",
-]  # fmt: skip
+__all__ = ["SgeEngine", "SgeRunError", "Submitted"]
 
 QDEL_AGAIN_S = 3.0
 QDEL_TIMEOUT_S = 300.0
@@ -74,31 +69,3 @@ class SgeEngine(BatchEngine):
             commands.qdel([number for number in numbers if number in left])
             time.sleep(QDEL_AGAIN_S)
 
-
-def prepare_sge(plan: Plan, runs_dir: Path = DEFAULT_RUNS_DIR) -> RunLayout:
-    """Check the plan and create its run directory with the engine's files; submit nothing."""
-    return SgeEngine().prepare_run(plan, runs_dir)
-
-
-def submit_sge(plan: Plan, runs_dir: Path = DEFAULT_RUNS_DIR, arrays: bool = True, pe: str = DEFAULT_PE) -> Submitted:
-    """Create the run directory and submit every node; returns once Grid Engine holds the whole DAG.
-
-    arrays=False submits one job per node even where a job array would do (for comparison).
-    """
-    return SgeEngine(settings={"sge_pe": pe}).submit_run(plan, runs_dir, arrays)
-
-
-def resume_sge(run_id: str | None, runs_dir: Path = DEFAULT_RUNS_DIR, pe: str = DEFAULT_PE) -> Submitted:
-    """Submit again every node of the run that has not succeeded (failed, cancelled, never started)."""
-    return SgeEngine(settings={"sge_pe": pe}).resume_run(run_id, runs_dir)
-
-
-def cancel_sge(run_id: str | None, runs_dir: Path = DEFAULT_RUNS_DIR) -> RunStatus:
-    """qdel every job of the run's latest submission (see SgeEngine.cancel_jobs); running nodes end as
-    interrupted."""
-    return SgeEngine().cancel_run(run_id, runs_dir)
-
-
-def wait_sge(layout: RunLayout, poll_s: float = 1.0, timeout_s: float | None = None) -> RunStatus:
-    """Poll until Grid Engine holds none of the run's jobs; return the final status."""
-    return SgeEngine().wait_run(layout, poll_s, timeout_s)

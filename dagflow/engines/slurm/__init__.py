@@ -2,9 +2,8 @@
 afterok/aftercorr dependencies, GRES GPUs and time limits; status folds squeue/scontrol into the run's
 journal, so `dagflow status` reads the same whichever engine ran the plan.
 
-from dagflow.engines.slurm import submit_slurm, wait_slurm
-submitted = submit_slurm(plan, runs_dir)
-status = wait_slurm(submitted.layout)
+Runs are started and continued through a run session (dagflow/run/session.py, engines/registry.py
+run_session), which drives its engine class.
 """
 
 from __future__ import annotations
@@ -17,11 +16,6 @@ _EXPORTS = {
     "SlurmEngine": "engine",
     "SlurmRunError": "engine",
     "Submitted": "engine",
-    "cancel_slurm": "engine",
-    "prepare_slurm": "engine",
-    "resume_slurm": "engine",
-    "submit_slurm": "engine",
-    "wait_slurm": "engine",
 }
 __all__ = sorted(_EXPORTS)
 
