@@ -110,6 +110,7 @@ from dagflow.search.store import (
 )
 from dagflow.search.store import SUCCEEDED as TRIAL_SUCCEEDED
 from dagflow.search.trials import TrialError, TrialSource, config_of, fingerprint, noise_models
+from dagflow.search.wakeup import Wakeup
 from dagflow.text import inert
 
 EXIT_DONE = 0
@@ -217,6 +218,7 @@ class Scheduler:
         self.likelihood, self.constraint_likelihoods = noise_models(source)
         self.engine = engine or make_engine(options.engine, EngineSettings(self.runs_dir, options.jobs, options.gpus))
         self._stop = threading.Event()
+        self._wakeup = Wakeup()
         self._exhausted: set[str] = set()
         self._optimizers: dict[str, Optimizer] = {}
         self._uid = ""
@@ -264,12 +266,18 @@ class Scheduler:
                     self._fill(region)
                 if all(self._finished(region) for region in self.source.regions):
                     return self._summary()
-                self._stop.wait(self.options.poll_s)
+                self._wait()
             self._cancel_in_flight()
             return EXIT_STOPPED
 
     def stop(self) -> None:
         self._stop.set()
+        self._wakeup.stop()
+
+    def _wait(self) -> None:
+        """Until a running trial's runner ends (no poll period to wait out), a stop, or the poll period."""
+        running = [self.runs_dir / trial.run_id for trial in self._trials() if trial.state == RUNNING]
+        self._wakeup.wait(running, self.options.poll_s)
 
     def _early_stopper(self) -> EarlyStopper | None:
         spec = self.source.early_stopping
@@ -315,7 +323,7 @@ class Scheduler:
             return
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         for sig in previous:
-            signal.signal(sig, lambda *_: self._stop.set())
+            signal.signal(sig, lambda *_: self.stop())
         try:
             yield
         finally:
