@@ -3,7 +3,7 @@
 The problem is BBOB's Rosenbrock in 2-D (f8, unshifted), evaluated by a one-line objective.py that
 writes its metrics file: a trial's own work is one Python start-up. Rows:
 
-  in-process   the scheduler's optimiser (the gp engine, same seed, same budget, same space), driven in
+  in-process   the scheduler's optimiser (the gp optimiser, same seed, same budget, same space), driven in
                this process one trial at a time: suggest one point, run `python objective.py` on it as a
                plain process (subprocess.run), read its metrics file, repeat. "optimiser" is the time in
                suggest, "processes" the time in the N plain processes; the sum is the baseline.

@@ -419,7 +419,7 @@ class Scheduler:
         if self.batch and in_flight:
             return  # the next batch is chosen knowing every result of this one
         # The tail: no trial of it starts while another runs, so each of its points is chosen knowing
-        # every earlier result, and the gp engine's final refinement steps (gp_ei.FINAL_FRACTION) each
+        # every earlier result, and the gp optimiser's final refinement steps (gp_ei.FINAL_FRACTION) each
         # build on the one before. HIPS's distributed Branin (4 in flight, its jobs' random sleeps of
         # 0-29 s, 25 evaluations, 3 orders of 24 seeds, in process): best within 1% of the minimum on
         # 57/72 runs with no tail, 63/72 with a tail of 1, 65/72 with 2 or 3, 68/72 with 4 or 6; the
@@ -435,7 +435,7 @@ class Scheduler:
         if wanted <= 0 or self._failed_out(trials):
             return
         observations = _observations(trials)
-        # The GP and Optuna engines cap BLAS threads around each suggestion themselves (threads.py).
+        # The GP and Optuna optimisers cap BLAS threads around each suggestion themselves (threads.py).
         points = self._optimizers[region].suggest(wanted, observations, [t.params for t in in_flight])
         if not points:
             self._exhausted.add(region)
