@@ -20,6 +20,10 @@ Tools:
              step; outputs are touch() markers, since Snakemake needs files to track completion).
   luigi      luigi.build(workers=2, local_scheduler=True) on equivalent tasks (marker-file targets).
 
+"loop s" is the node loop alone: from the first node's start to the last node's end, as the run's journal
+records them (dagflow); a minimal executor is all loop, so its loop is its wall time. "loop x floor" divides by
+the floor's (#41 target: 1.25 for dagflow, start-up counted apart).
+
 "cpu s" is the CPU time of the tool and of every process it started (the nodes too), from getrusage:
 on a loaded machine, where wall times swing, its ratio to the floor's is the steadier comparison.
 
@@ -167,6 +171,7 @@ class Result:
     wall_s: float | None  # None: skipped or failed
     note: str = ""
     cpu_s: float | None = None  # CPU seconds of the tool and every process it started (the nodes too)
+    loop_s: float | None = None  # first node start to last node end (None: not known for this tool)
     details: dict[str, str] = field(default_factory=dict)
 
 
@@ -290,7 +295,7 @@ def _bench_executor(tool: str, executor: Callable[[dict[str, list[str]], int], i
     wall = time.perf_counter() - started
     cpu = cpu_seconds(resource.RUSAGE_SELF) + cpu_seconds(resource.RUSAGE_CHILDREN) - cpu
     note = "" if count == shape.nodes else f"ran {count} of {shape.nodes}"
-    return Result(shape.name, shape.nodes, tool, wall if not note else None, note, cpu)
+    return Result(shape.name, shape.nodes, tool, wall if not note else None, note, cpu, wall)
 
 
 def bench_floor(shape: Shape, workdir: Path, timeout: float) -> Result:
@@ -313,7 +318,20 @@ def bench_dagflow(shape: Shape, workdir: Path, timeout: float) -> Result:
     pipeline = workdir / "pipeline.yaml"
     pipeline.write_text(shape.pipeline_yaml)
     wall, note, cpu = run_timed([*dagflow_command(), "run", str(pipeline), "--jobs", str(SLOTS)], workdir, timeout)
-    return Result(shape.name, shape.nodes, "dagflow", wall, note, cpu)
+    return Result(shape.name, shape.nodes, "dagflow", wall, note, cpu, node_loop_s(workdir))
+
+
+def node_loop_s(workdir: Path) -> float | None:
+    """The run's first node start to its last node end, from its journal (the one run under workdir)."""
+    starts, ends = [], []
+    for journal in workdir.glob(".dagflow/runs/*/journal.jsonl"):
+        for line in journal.read_text().splitlines():
+            event = json.loads(line)
+            if event.get("e") == "start":
+                starts.append(event["t"])
+            elif event.get("e") == "end":
+                ends.append(event["t"])
+    return max(ends) - min(starts) if starts and ends else None
 
 
 # --- Snakemake and Luigi, in their own venv -------------------------------------------------------
@@ -432,9 +450,9 @@ BENCHES: dict[str, Callable[[Shape, Path, float], Result]] = {
 def render_table(results: list[Result]) -> str:
     floors = {(r.shape, r.tool): r.wall_s for r in results if r.tool in ("floor", "spawn-floor") and r.wall_s}
     cpu_floors = {r.shape: r.cpu_s for r in results if r.tool == "floor" and r.wall_s and r.cpu_s}
-    header = ("shape", "nodes", "tool", "wall s", "x floor", "x spawn-floor", "ms/node over floor", "cpu s",
-              "cpu x floor", "note")  # fmt: skip
-    numeric = (1, 3, 4, 5, 6, 7, 8)
+    header = ("shape", "nodes", "tool", "wall s", "x floor", "x spawn-floor", "ms/node over floor", "loop s",
+              "loop x floor", "cpu s", "cpu x floor", "note")  # fmt: skip
+    numeric = (1, 3, 4, 5, 6, 7, 8, 9, 10)
 
     def ratio(r: Result, floor_tool: str) -> str:
         floor = floors.get((r.shape, floor_tool))
@@ -452,9 +470,11 @@ def render_table(results: list[Result]) -> str:
         cpu = f"{r.cpu_s:.2f}" if r.wall_s is not None and r.cpu_s is not None else "-"
         cpu_floor = cpu_floors.get(r.shape)
         cpu_ratio = f"{r.cpu_s / cpu_floor:.2f}" if cpu != "-" and cpu_floor and r.cpu_s is not None else "-"
+        loop = f"{r.loop_s:.2f}" if r.wall_s is not None and r.loop_s is not None else "-"
+        loop_ratio = f"{r.loop_s / floor:.2f}" if loop != "-" and floor and r.loop_s is not None else "-"
         rows.append(
-            (r.shape, str(r.nodes), r.tool, wall, ratio(r, "floor"), ratio(r, "spawn-floor"), extra, cpu, cpu_ratio,
-             r.note)
+            (r.shape, str(r.nodes), r.tool, wall, ratio(r, "floor"), ratio(r, "spawn-floor"), extra, loop, loop_ratio,
+             cpu, cpu_ratio, r.note)
         )  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = []

@@ -1,9 +1,9 @@
-"""Search engines on Branin and Hartmann6: regret after 20 and 40 evaluations, over seeds.
+"""Search optimisers on Branin and Hartmann6: regret after 20 and 40 evaluations, over seeds.
 
 Rows (all in one run, same problems, same seeds):
 
-  dagflow gp        dagflow's default engine (GP + log EI), one trial at a time
-  dagflow gp b4/b8  the same engine in synchronous batches of 4 / 8: a batch is suggested whole (each
+  dagflow gp        dagflow's default optimiser (GP + log EI), one trial at a time
+  dagflow gp b4/b8  the same optimiser in synchronous batches of 4 / 8: a batch is suggested whole (each
                     point with the batch's others as pending), then evaluated whole
   dagflow gp a4/a8  asynchronous, 4 / 8 in flight, as a scheduler with `parallel: 4 / 8` runs: whenever the
                     oldest running trial finishes, one new point is suggested with the others pending
@@ -22,7 +22,7 @@ Rows (all in one run, same problems, same seeds):
                     wants numpy < 2 and old packages of its own)
   botorch / b8      BoTorch's qLogNoisyExpectedImprovement with its default GP and optimiser settings, one
                     at a time and in batches of 8, from the same Sobol design as dagflow: a reference for
-                    what a current batch engine achieves. Opt-in (`--only botorch`, about 6 minutes on 2
+                    what a current batch optimiser achieves. Opt-in (`--only botorch`, about 6 minutes on 2
                     cores; needs `pip install botorch`), because it is slow.
 
   noisy / constrained  Spearmint-style problems (`--only noisy,constrained`, also in the default run), in a
@@ -226,7 +226,7 @@ def run_dagflow(problem_name: str, engine: str, batch: int, seed: int, budget: i
     from dagflow.search import Observation, make_optimizer
 
     problem = PROBLEMS[problem_name]
-    # the budget, as the scheduler gives it: the gp engine spends its last points refining (gp_ei.final_phase)
+    # the budget, as the scheduler gives it: the gp optimiser spends its last points refining (gp_ei.final_phase)
     optimizer = make_optimizer(problem.space(), engine, seed=seed, budget=budget)
     observations: list[Observation] = []
     if mode == "async":
@@ -747,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=40)
     parser.add_argument(
         "--only", default=None,
-        help="comma-separated engines (gp, scheduler, random, tpe-optuna, gp-optuna, gpyopt, botorch) and "
+        help="comma-separated optimisers (gp, scheduler, random, tpe-optuna, gp-optuna, gpyopt, botorch) and "
              "Spearmint kinds (noisy, constrained)",
     )  # fmt: skip
     parser.add_argument("--rows", default=None, help="comma-separated row labels, on top of --only's selection")
@@ -823,7 +823,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nregret after {at[0]} and {at[1]} evaluations: median [25%, 75%] over {len(seeds)} seeds "
           f"({len(scheduler_seeds)} for the scheduler row)")
-    header = f"{'engine':<15}" + "".join(
+    header = f"{'optimiser':<15}" + "".join(
         f"{p + ' @' + str(k):>31}" for p in problems for k in at
     ) + f"{'s/seed':>9}"
     print(header)
@@ -862,7 +862,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ratios("as a fraction of random search's (the baseline; lower is better)", [(label, "random") for label in labels])
     ratios(
-        "as a multiple of the same engine's, one trial at a time",
+        "as a multiple of the same optimiser's, one trial at a time",
         [(label, "dagflow gp") for label in labels if label in BATCH_ROWS]
         + [(label, "botorch") for label in labels if label == "botorch b8"],
     )

@@ -81,11 +81,46 @@ def test_a_command_help_loads_no_model_engine_or_plan(tmp_path: Path, args: tupl
     assert heavy(modules) == []
 
 
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "region-retrain" / "pipeline.yaml"
+
+
 def test_a_command_registers_only_its_own_command_module(tmp_path: Path) -> None:
-    pipeline = Path(__file__).resolve().parent.parent / "examples" / "region-retrain" / "pipeline.yaml"
-    result, modules = loaded(tmp_path, "validate", str(pipeline))
+    result, modules = loaded(tmp_path, "plan", str(EXAMPLE))
     assert result.returncode == 0, result.stderr
     assert [name for name in modules if name.endswith("_cmds")] == ["dagflow.cli.spec_cmds"]
+
+
+def test_a_plain_validate_loads_no_typer(tmp_path: Path) -> None:
+    result, modules = loaded(tmp_path, "validate", str(EXAMPLE))
+    assert result.returncode == 0 and ": valid — " in result.stdout, result.stderr
+    assert not [name for name in modules if name.startswith(("typer", "click", "rich", "dagflow.cli.common"))]
+
+
+BAD = """name: bad
+params: {x: 0.5}
+search:
+  engine: random
+  objective: {metric: loss, goal: minimize}
+  variables: {x: {type: FLOAT, min: 0, max: 1}}
+steps:
+  a: {command: "true", metrics: m.json, retries: -1}
+"""
+DEPRECATED = BAD.replace(", retries: -1", "")
+
+
+@pytest.mark.parametrize("text", [BAD, DEPRECATED, None], ids=["errors", "warning", "missing"])
+def test_the_quick_validate_is_what_typer_prints(tmp_path: Path, text: str | None) -> None:
+    """Errors (exit 2), a deprecation warning, a missing file: the same output and exit code either way."""
+    pipeline = tmp_path / "pipeline.yaml"
+    if text is not None:
+        pipeline.write_text(text)
+    quick, typer = (
+        subprocess.run([sys.executable, *how, "validate", "pipeline.yaml"], cwd=tmp_path, env=plain_env(),
+                       capture_output=True, text=True, timeout=120)
+        for how in (["-m", "dagflow"], ["-c", TYPER])
+    )  # fmt: skip
+    assert (quick.returncode, quick.stdout, quick.stderr) == (typer.returncode, typer.stdout, typer.stderr)
+    assert quick.returncode == (0 if text == DEPRECATED else 2), quick.stderr
 
 
 def test_a_mistyped_command_is_told_apart_from_every_command(tmp_path: Path) -> None:

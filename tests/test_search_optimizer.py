@@ -137,7 +137,7 @@ def test_loss_turns_maximize_into_minimize() -> None:
 
 
 def test_unknown_engine_is_refused() -> None:
-    with pytest.raises(ValueError, match="unknown search engine"):
+    with pytest.raises(ValueError, match="unknown optimiser"):
         make_optimizer(branin_space(), "gpyopt-ish")
 
 

@@ -42,6 +42,23 @@ def test_reading_what_a_step_writes_without_needing_it_is_refused_with_the_fix(t
     assert fixed.returncode == 0, fixed.stderr  # report needs train through evaluate
 
 
+
+def test_a_long_chain_declared_last_step_first_is_checked_without_recursion(tmp_path: Path) -> None:
+    """Each step reads what the one declared after it writes, 1,500 deep: the walk of what a step needs went
+    one Python frame per step (a RecursionError traceback); a step that reads a file of the step before the
+    one it needs is still refused."""
+    lines = ["name: chain", "steps:"]
+    for index in range(1500):
+        lines += [f"  s{index}:", '    command: "true"', f"    outputs: [d/{index}]"]
+        if index < 1499:
+            lines += [f"    needs: [s{index + 1}]", f"    inputs: [d/{index + 1}]"]
+    (tmp_path / "p.yaml").write_text("\n".join(lines) + "\n")
+    done = dagflow_cli("validate", "p.yaml", cwd=tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    (tmp_path / "p.yaml").write_text("\n".join(lines).replace("inputs: [d/2]", "inputs: [d/2, d/0]") + "\n")
+    racing = dagflow_cli("validate", "p.yaml", cwd=tmp_path)
+    assert racing.returncode == 2 and "add 's0' to the `needs:` of step 's1'" in racing.stderr, racing.stderr[-2000:]
+
 SCRIPTS = """\
 name: typo
 steps:

@@ -1,6 +1,7 @@
 """The `dagflow` command line.
 
-main() answers a bare `dagflow --version` or `dagflow --help` from cli/quick.py, before typer is imported;
+main() answers a bare `dagflow --version`, `dagflow --help` or `dagflow validate FILE` from cli/quick.py,
+before typer is imported;
 every other command line goes to the typer app (cli/commands.py), whose command modules import what a
 command needs only when it runs, so that completion and --help of a command load no pipeline model,
 engine or plan either. tests/test_cli_startup.py holds the modules each of these loads.
@@ -15,8 +16,9 @@ from typing import Any
 def main() -> None:
     from dagflow.cli.quick import answer
 
-    if answer(sys.argv[1:]):
-        sys.exit(0)
+    code = answer(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
     from dagflow.cli.commands import run
 
     run()

@@ -1,4 +1,6 @@
-"""A bare `dagflow --version` or `dagflow --help`, answered before typer is imported (cli/__init__.py).
+"""A bare `dagflow --version`, `dagflow --help` or `dagflow validate FILE`, answered before typer is imported
+(cli/__init__.py). Validate is what an editor or a pre-commit hook runs on every save: without typer (and the
+pydantic adapters it builds for each parameter) it costs about a third less.
 
 Importing typer and building its command tree costs more than the answer itself. --help prints the root
 help as typer's rich help does (typer/rich_utils.py rich_format_help, for a group with options and commands
@@ -40,17 +42,25 @@ def package_version() -> str:
         return __version__
 
 
-def answer(argv: list[str]) -> bool:
-    """Print the answer to argv if it is a bare --version or --help (and typer's settings are the defaults);
-    whether it did."""
-    if argv not in (["--version"], ["--help"]) or any(name.startswith(_TYPER_PREFIXES) for name in os.environ):
-        return False
+def answer(argv: list[str]) -> int | None:
+    """Answer argv if it is a bare --version, --help or `validate FILE` (and typer's settings are the defaults):
+    the exit code; None for typer to answer."""
+    if any(name.startswith(_TYPER_PREFIXES) for name in os.environ):
+        return None
+    if len(argv) == 2 and argv[0] == "validate" and not argv[1].startswith("-"):
+        from pathlib import Path
+
+        from dagflow.cli.validate_file import validate_file
+
+        return validate_file(Path(argv[1]), None)
     if argv == ["--version"]:
         print(f"dagflow {package_version()}")
-    else:
+    elif argv == ["--help"]:
         print_root_help()
         print()  # what click's --help echoes after typer has printed the help
-    return True
+    else:
+        return None
+    return 0
 
 
 def print_root_help() -> None:

@@ -16,7 +16,6 @@ from dagflow.cli.common import (
     fail,
     load_plan_or_exit,
     note_json,
-    print_spec_warnings,
 )
 from dagflow.cli.engine_flags import checked_engine
 from dagflow.cli.root import app
@@ -46,19 +45,11 @@ def validate(
     as `warning: ...` on stderr and leave the exit code alone. Exit code 0 when the file is valid, 2 when
     it is not.
     """
-    from dagflow.plan.expand import expand
-    from dagflow.run.resources.auto import AutoResources
-    from dagflow.search.checks import check_search
-    from dagflow.spec import load_spec
+    from dagflow.cli.validate_file import validate_file
 
-    try:
-        spec = load_spec(pipeline, spec_checks(engine))  # with an engine, also what only that engine cannot run
-        check_search(spec, str(pipeline))  # what `dagflow search run` would refuse
-        plan = expand(spec, run_id="validate", resolve=AutoResources(spec).resolve)
-    except DagflowError as error:
-        fail(error)
-    print_spec_warnings(spec, engine)
-    print(f"{pipeline}: valid — {len(plan.steps)} steps, {len(plan.nodes)} nodes")
+    code = validate_file(pipeline, engine)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()

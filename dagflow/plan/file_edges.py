@@ -35,7 +35,7 @@ def undeclared_dependencies(
                 directory = posixpath.dirname(directory)
     if not writers:
         return []
-    needed = _transitive_needs(model)
+    needed, bit = _transitive_needs(model), _bits(model)
     found: dict[tuple[str, int], Diagnostic] = {}
     for node in nodes:
         if node.step not in model.steps:  # dagflow's own helper nodes follow their step
@@ -45,9 +45,9 @@ def undeclared_dependencies(
             if read is None or (node.step, index) in found:
                 continue
             writer = writers.get(read) or below.get(read) or _written_above(read, writers)
-            if writer is None or writer.step == node.step or writer.step in needed[node.step]:
+            if writer is None or writer.step == node.step or writer.step not in model.steps:
                 continue
-            if writer.step not in model.steps:
+            if needed[node.step] & bit[writer.step]:
                 continue
             field = ("steps", node.step, "inputs", index)
             line, column = locate(field)
@@ -77,20 +77,33 @@ def _written_above(path: str, writers: Mapping[str, Node]) -> Node | None:
     return None
 
 
-def _transitive_needs(model: PipelineSpec) -> dict[str, set[str]]:
-    """Each step -> every step it needs, directly or through others."""
-    closure: dict[str, set[str]] = {}
-
-    def needs_of(name: str) -> set[str]:
-        if name not in closure:
-            closure[name] = set()  # a cycle is refused elsewhere; this only stops the walk
-            found: set[str] = set()
-            for need in model.steps[name].needed_steps:
-                if need in model.steps:
-                    found |= {need, *needs_of(need)}
+def _transitive_needs(model: PipelineSpec) -> dict[str, int]:
+    """Each step -> the steps it needs, directly or through others, as a bit set (_bits): a set of names per
+    step is quadratic in the steps (36 million entries, 25 s, at 6,000 steps of long chains), an int's OR
+    of 6,000 bits is a few machine words. Walked without recursion: a chain of thousands of steps is fine."""
+    bit = _bits(model)
+    closure: dict[str, int] = {}
+    entered: set[str] = set()
+    for root in model.steps:
+        stack = [root]
+        while stack:
+            name = stack[-1]
+            if name in closure:
+                stack.pop()
+                continue
+            needs = [need for need in model.steps[name].needed_steps if need in model.steps]
+            waiting = [need for need in needs if need not in closure and need not in entered]
+            if name not in entered and waiting:
+                entered.add(name)  # a cycle is refused elsewhere; this only stops the walk
+                stack.extend(waiting)
+                continue
+            found = 0
+            for need in needs:
+                found |= bit[need] | closure.get(need, 0)
             closure[name] = found
-        return closure[name]
-
-    for name in model.steps:
-        needs_of(name)
+            stack.pop()
     return closure
+
+
+def _bits(model: PipelineSpec) -> dict[str, int]:
+    return {name: 1 << index for index, name in enumerate(model.steps)}

@@ -596,8 +596,11 @@ def write_replacing(path: Path, data: bytes) -> None:
 
 def read_status(layout: RunLayout) -> RunStatus:
     plan = layout.load_plan()
+    # The lock before the journal: a runner that ends between the two reads shows as running, not as a run
+    # its runner left unfinished (its finish event is in the journal once it has released the lock).
+    locked = is_locked(layout.lock_path)
     journal = read_journal(layout.journal_path)
-    status = RunStatus(layout, plan, journal, is_locked(layout.lock_path))
+    status = RunStatus(layout, plan, journal, locked)
     if journal.bad_lines:  # said once, here, rather than failing on each
         status.notes.append(f"skipped {journal.bad_lines} malformed line(s) in {layout.journal_path}")
         status.extra["journal_malformed_lines"] = journal.bad_lines

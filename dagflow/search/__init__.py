@@ -24,12 +24,12 @@ _LAZY = {
     "SearchSpace": "dagflow.search.space",
 }
 
-ENGINES = ("gp", "random", "gp-optuna", "tpe-optuna")
+OPTIMIZERS = ("gp", "random", "gp-optuna", "tpe-optuna")  # search.optimizer: how a search picks points
 
 
 def make_optimizer(
     space: SearchSpace,
-    engine: str = "gp",
+    name: str = "gp",
     seed: int = 0,
     likelihood: str | None = None,
     constraints: Mapping[str, str | None] | None = None,
@@ -40,26 +40,26 @@ def make_optimizer(
     Only gp models a likelihood (GAUSSIAN, NOISELESS) and constraints, and uses the budget (the trials the
     search runs in all; failed ones spend it unless failures_spend_budget is False) to spend its last
     points refining the best one; the others ignore them."""
-    if engine == "gp":
+    if name == "gp":
         from dagflow.search.gp_ei import GPEI
 
         return GPEI(
             space, seed=seed, likelihood=likelihood, constraints=constraints, budget=budget,
             failures_spend_budget=failures_spend_budget,
         )  # fmt: skip
-    if engine == "random":
+    if name == "random":
         from dagflow.search.random_search import RandomSearch
 
         return RandomSearch(space, seed=seed)
-    if engine in ("gp-optuna", "tpe-optuna"):
+    if name in ("gp-optuna", "tpe-optuna"):
         try:
             import optuna  # noqa: F401
         except ImportError as error:  # depends on the installed extras
-            raise ValueError(f"engine {engine!r} needs Optuna: pip install 'dagflow[gp-optuna]'") from error
-        from dagflow.search.optuna_engine import OptunaEngine
+            raise ValueError(f"optimiser {name!r} needs Optuna: pip install 'dagflow[gp-optuna]'") from error
+        from dagflow.search.optuna_optimizer import OptunaOptimizer
 
-        return OptunaEngine(space, seed=seed, sampler=engine.split("-")[0])
-    raise ValueError(f"unknown search engine {engine!r}; choose one of {', '.join(ENGINES)}")
+        return OptunaOptimizer(space, seed=seed, sampler=name.split("-")[0])
+    raise ValueError(f"unknown optimiser {name!r}; choose one of {', '.join(OPTIMIZERS)}")
 
 
 def __getattr__(name: str) -> Any:
@@ -68,4 +68,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ENGINES", "Observation", "Optimizer", "Params", "SearchSpace", "loss", "make_optimizer"]
+__all__ = ["OPTIMIZERS", "Observation", "Optimizer", "Params", "SearchSpace", "loss", "make_optimizer"]

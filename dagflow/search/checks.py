@@ -27,12 +27,12 @@ def search_diagnostics(spec: Spec, filename: str) -> list[Diagnostic]:
     search = spec.model.search
     if search is None:
         return []
-    from dagflow.search import ENGINES
+    from dagflow.search import OPTIMIZERS
 
     found: list[Diagnostic] = []
-    if search.optimizer not in ENGINES:
+    if search.optimizer not in OPTIMIZERS:
         found.append(_at(spec, filename, ("search", optimizer_key(spec)), f"unknown optimiser {search.optimizer!r}",
-                         allowed=", ".join(ENGINES)))
+                         allowed=", ".join(OPTIMIZERS)))
     found += _variables(spec, filename)
     found += early_stopping_problems(spec, filename)
     steps = metrics_steps(spec)

@@ -1,4 +1,4 @@
-"""The default engine: a Gaussian process with expected improvement, batch-aware.
+"""The default optimiser: a Gaussian process with expected improvement, batch-aware.
 
 - The first `initial` points come from a scrambled Sobol design (space-filling, deterministic per seed).
 - After that each suggestion maximises log EI under a GP fitted to every observation.
@@ -535,7 +535,7 @@ def suggestion_roles(n: int, observed: int, pending: int, dim: int) -> Roles:
     in_flight = pending + n
     if in_flight > ASYNC_ROLES_MAX_IN_FLIGHT or observed < ASYNC_ROLES_PER_INPUT * dim:
         return Roles(True, n // 2, ASYNC_EXPLOIT_RADIUS, PENDING_EXPLOIT_RADIUS)
-    # The engine keeps no record of how earlier points were chosen: a point's ordinal, counted over every
+    # The optimiser keeps no record of how earlier points were chosen: a point's ordinal, counted over every
     # observed and pending point, fixes its role within each run of in_flight consecutive points, so the
     # points in flight share out the roles as one batch would: ordinal 0 exploits, the next half are
     # Thompson samples, the rest EI.

@@ -1,8 +1,8 @@
-"""The optimiser contract every search engine implements, and the helpers the engines share.
+"""The optimiser contract every optimiser (gp, random, the Optuna ones) implements, and the helpers they share.
 
 An optimiser is stateless between calls: the caller (the search scheduler, or a benchmark) passes the
 whole history every time. That keeps the durable state in one place (the scheduler's database) and
-makes a restarted scheduler ask exactly the same question again. Engines draw their randomness from
+makes a restarted scheduler ask exactly the same question again. Optimisers draw their randomness from
 (seed, number of observations, number of pending points), so the same history gives the same answer.
 
 Optimisers minimise. `loss()` turns a metric into a loss for a `goal: maximize` objective.
@@ -29,8 +29,8 @@ class Observation:
     holds its constraint values (feasible where each is >= 0) when the search has constraints.
 
     A NaN loss is a job that completed with a NaN objective: HIPS Spearmint's infeasible point (its
-    add_nan_task_if_nans), which the gp engine models as an implicit constraint (gp_ei.py). It is
-    `failed` too, so the engines that model no constraints (random, Optuna) and the objective's own
+    add_nan_task_if_nans), which the gp optimiser models as an implicit constraint (gp_ei.py). It is
+    `failed` too, so the optimisers that model no constraints (random, Optuna) and the objective's own
     model treat it as a point without a value; `objective_nan` tells it apart."""
 
     params: Mapping[str, Any]

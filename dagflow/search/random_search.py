@@ -1,4 +1,4 @@
-"""Random search: the baseline every other engine has to beat."""
+"""Random search: the baseline every other optimiser has to beat."""
 
 from __future__ import annotations
 

@@ -112,6 +112,7 @@ from dagflow.search.store import (
 )
 from dagflow.search.store import SUCCEEDED as TRIAL_SUCCEEDED
 from dagflow.search.trials import TrialError, TrialSource, config_of, fingerprint, noise_models
+from dagflow.search.wakeup import Wakeup
 from dagflow.text import inert
 
 EXIT_DONE = 0
@@ -220,6 +221,7 @@ class Scheduler:
         self.engine = engine or make_engine(options.engine, EngineSettings(self.runs_dir, options.jobs, options.gpus))
         self.session = run_session(self.engine)  # a trial starts and continues past the live-run rule, as any run
         self._stop = threading.Event()
+        self._wakeup = Wakeup()
         self._exhausted: set[str] = set()
         self._optimizers: dict[str, Optimizer] = {}
         self._uid = ""
@@ -267,12 +269,18 @@ class Scheduler:
                     self._fill(region)
                 if all(self._finished(region) for region in self.source.regions):
                     return self._summary()
-                self._stop.wait(self.options.poll_s)
+                self._wait()
             self._cancel_in_flight()
             return EXIT_STOPPED
 
     def stop(self) -> None:
         self._stop.set()
+        self._wakeup.stop()
+
+    def _wait(self) -> None:
+        """Until a running trial's runner ends (no poll period to wait out), a stop, or the poll period."""
+        running = [self.runs_dir / trial.run_id for trial in self._trials() if trial.state == RUNNING]
+        self._wakeup.wait(running, self.options.poll_s)
 
     def _early_stopper(self) -> EarlyStopper | None:
         spec = self.source.early_stopping
@@ -318,7 +326,7 @@ class Scheduler:
             return
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         for sig in previous:
-            signal.signal(sig, lambda *_: self._stop.set())
+            signal.signal(sig, lambda *_: self.stop())
         try:
             yield
         finally:
@@ -415,7 +423,7 @@ class Scheduler:
         if self.batch and in_flight:
             return  # the next batch is chosen knowing every result of this one
         # The tail: no trial of it starts while another runs, so each of its points is chosen knowing
-        # every earlier result, and the gp engine's final refinement steps (gp_ei.FINAL_FRACTION) each
+        # every earlier result, and the gp optimiser's final refinement steps (gp_ei.FINAL_FRACTION) each
         # build on the one before. HIPS's distributed Branin (4 in flight, its jobs' random sleeps of
         # 0-29 s, 25 evaluations, 3 orders of 24 seeds, in process): best within 1% of the minimum on
         # 57/72 runs with no tail, 63/72 with a tail of 1, 65/72 with 2 or 3, 68/72 with 4 or 6; the
@@ -431,7 +439,7 @@ class Scheduler:
         if wanted <= 0 or self._failed_out(trials):
             return
         observations = _observations(trials)
-        # The GP and Optuna engines cap BLAS threads around each suggestion themselves (threads.py).
+        # The GP and Optuna optimisers cap BLAS threads around each suggestion themselves (threads.py).
         points = self._optimizers[region].suggest(wanted, observations, [t.params for t in in_flight])
         if not points:
             self._exhausted.add(region)

@@ -59,13 +59,16 @@ def runner_alive(run_dir: Path) -> bool:
     """Whether the process the local engine's submit started for this run is alive (it writes
     runner.pid at once and takes the run's lock a moment later)."""
     pid = runner_pid(run_dir)
-    if pid is None:
-        return False
+    return pid is not None and runs_its_trial(pid, run_dir)
+
+
+def runs_its_trial(pid: int, run_dir: Path) -> bool:
+    """Whether process pid is alive and is run_dir's runner: a reused pid belongs to some other program,
+    and a runner's command line names its run (an exited one, a zombie, has none)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    # a reused pid belongs to some other program: the runner's command line names its run
     return run_dir.name.encode() in cmdline.split(b"\0")
 
 

@@ -29,7 +29,7 @@ from dagflow.errors import Diagnostic, SpecError
 from dagflow.plan import Node, Plan, Resources, StepInfo
 from dagflow.plan.expand import expand
 from dagflow.run.resources.auto import AutoResources
-from dagflow.search import ENGINES as OPTIMIZERS
+from dagflow.search import OPTIMIZERS
 from dagflow.search.checks import early_stopping_problems, metrics_clash, optimizer_key
 from dagflow.search.progress import last_object
 from dagflow.search.space import SearchSpace

@@ -90,7 +90,7 @@ class ReadyQueue:
 
     def _start_ready(self) -> None:
         jobs = self.jobs
-        for step, queue in self.tracker.queues:
+        for step, queue in self.tracker.ready_queues():
             while queue and self._slots_taken() < jobs:
                 res = self.memory.resources(queue[0], step)
                 gpus = self.pool.acquire(res)
@@ -133,7 +133,7 @@ class ReadyQueue:
     def _follower_for(self, leader: RunningNode, depth: int, queued_s: float) -> RunningNode | None:
         """Launch the first ready node that fits in what leader holds as its follower, if it may join a
         queue depth deep holding queued_s of expected work; None if none does."""
-        for step, queue in self.tracker.queues:
+        for step, queue in self.tracker.ready_queues():
             if queue and within(res := self.memory.resources(queue[0], step), leader.res):
                 if not self.queueing.may_queue(depth, queued_s, step.name):
                     return None

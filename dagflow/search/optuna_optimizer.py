@@ -21,7 +21,7 @@ def _names(variable: Variable) -> list[str]:
     return [variable.name] if variable.size == 1 else [f"{variable.name}[{i}]" for i in range(variable.size)]
 
 
-class OptunaEngine:
+class OptunaOptimizer:
     def __init__(self, space: SearchSpace, seed: int = 0, sampler: str = "gp") -> None:
         import optuna
 
