@@ -61,7 +61,7 @@ def dagflow_cli(*args: str, cwd: Path, **kwargs: object) -> subprocess.Completed
         env=cli_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=600,  # a safety net against a hang, no deadline: at load 29 one training node took 35 s
         **kwargs,  # type: ignore[arg-type]
     )
 
