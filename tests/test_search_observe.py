@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from local_run import submit_local
 from test_local_support import make_plan, node, step
 
 import dagflow.run.status as run_status
-from dagflow.engines.registry import load_engine
+from dagflow.engines.local.options import RunOptions
 from dagflow.run.layout import RunLayout
 from dagflow.run.lock import is_locked
 from dagflow.search.scheduler_observe import RUNNING, SUCCEEDED, observe_run, runner_pid
@@ -37,9 +38,7 @@ def test_a_runner_that_ends_while_its_run_is_read_does_not_read_as_cut_short(
     work.mkdir()
     script = f"touch {tmp_path}/started; while [ ! -e {go} ]; do sleep 0.05; done"
     plan = make_plan(work, [step("a")], [node("a", "a", script)], run_id="s-t1")
-    engine = load_engine("local", runs)
-    run_dir = runs / "s-t1"
-    engine.submit(plan, run_dir)
+    _, run_dir, _ = submit_local(plan, RunOptions(runs_dir=runs))
     layout = RunLayout.from_run_dir(run_dir)
     deadline = time.monotonic() + 300  # a safety net only: each wait is for an event
     while not ((tmp_path / "started").exists() and is_locked(layout.lock_path)):
