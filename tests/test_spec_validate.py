@@ -100,6 +100,18 @@ def test_duplicate_step_names() -> None:
     assert message.startswith("p.yaml:4:3: steps.a: duplicate key 'a' (first defined on line 3)")
 
 
+def test_a_key_other_tools_use_names_the_field_that_means_it() -> None:
+    """A newcomer's `source:`/`dest:` on a transfer step pointed at 'resources' (the closest spelling)."""
+    rendered = errors_of("""\
+        name: x
+        steps:
+          fetch: {kind: transfer, source: raw/, dest: data/}
+          train: {command: echo hi, depends_on: [fetch]}
+        """)
+    hints = [line.rsplit("; ", 1)[-1] for line in rendered]
+    assert hints == ["did you mean 'from'?", "did you mean 'to'?", "did you mean 'needs'?"], rendered
+
+
 def test_needs_unknown_step_suggests_closest() -> None:
     message = one_error("""\
         name: x

@@ -193,7 +193,7 @@ class _Checker:
                 path, _ = _data_path(data, error["loc"])
                 allowed = _allowed_fields(path[:-1], self.engines)
                 self.add(path, f"unknown key {path[-1]!r}", allowed=", ".join(allowed) or None,
-                         hint=closest(str(path[-1]), allowed), key=True)
+                         hint=_meant(str(path[-1]), allowed), key=True)
                 continue
             by_path.setdefault(_data_path(data, error["loc"]), []).append(error)
         for (path, is_key), group in by_path.items():
@@ -648,3 +648,19 @@ def _template_fields(base: Path_, step: dict[str, Any]) -> Iterator[tuple[Path_,
         for key, value in env.items():
             if isinstance(value, str):
                 yield (*base, "env", key), value
+
+
+# What other workflow tools call a field (Snakemake, Airflow, CI files): a spelling close to no field of ours
+# ("source" reads as "resources") is what a newcomer types first, so name the field that means it.
+_SYNONYMS = {
+    "source": "from", "src": "from", "dest": "to", "destination": "to", "target": "to",
+    "depends_on": "needs", "dependencies": "needs", "deps": "needs", "after": "needs",
+    "cmd": "command", "run": "command", "script": "command", "shell": "command",
+    "input": "inputs", "output": "outputs", "retry": "retries", "environment": "env",
+}  # fmt: skip
+
+
+def _meant(key: str, allowed: list[str]) -> str | None:
+    """The "did you mean" of an unknown key: the field another tool's name for it means, else the closest."""
+    meant = _SYNONYMS.get(key.lower())
+    return f"did you mean {meant!r}?" if meant in allowed else closest(key, allowed)
