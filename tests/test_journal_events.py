@@ -117,6 +117,8 @@ def test_the_recorded_lines_read_back(tmp_path: Path) -> None:
         "t": UPSTREAM_FAILED,
     }
     assert (batch.runners, batch.finished, batch.nodes["x"].rc) == (1, INTERRUPTED, 3)
+    # a replan marks a node's earlier processes stale until its next start
+    assert (local.replanned, batch.replanned) == ({"b", "c"}, set())
 
 
 def _masked(path: Path) -> list[str]:

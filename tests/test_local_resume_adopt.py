@@ -1,6 +1,7 @@
 """A runner killed with kill -9 while a node runs: the node runs on (its keeper outlives the runner), and
 `dagflow run --resume` adopts it while it still runs, or takes its result when it finished meanwhile.
-Also: a resume after the pipeline file was fixed runs the fixed command and keeps unchanged nodes."""
+Also: a resume after the pipeline file was fixed runs the fixed command and keeps unchanged nodes, and a node
+the edit changed that still runs is rerun, not adopted, by a foreground or a detached runner."""
 
 from __future__ import annotations
 
@@ -167,3 +168,49 @@ def test_an_edit_a_resume_takes_is_checked_by_the_engines_as_a_fresh_run_would_b
     assert resumed.returncode == 2, resumed.stdout + resumed.stderr
     assert "pipeline.yaml:5" in resumed.stderr and "requirements" in resumed.stderr, resumed.stderr
     assert "Traceback" not in resumed.stderr
+
+
+EDITED = (
+    "name: edited\nsteps:\n"
+    "  long:\n    command: sh -c '{command}'\n"
+    "  after:\n    needs: [long]\n    command: sh -c 'echo x >> after.ran'\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "continue_with",
+    [("run", "--resume", "ad"), ("submit", "--engine", "local", "--resume", "ad"), ("resubmit", "ad")],
+    ids=["run", "submit", "resubmit"],
+)
+def test_a_live_node_the_edit_changed_is_rerun_not_adopted(tmp_path: Path, continue_with: tuple[str, ...]) -> None:
+    """An edit is never served from a stale node: a node its keeper still runs after its runner was killed
+    is killed and rerun when the pipeline edit changed it, by a foreground or a detached runner alike."""
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(EDITED.format(command="echo $$ >> starts; while [ ! -f release ]; do sleep 0.05; done"))
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "dagflow", "run", "pipeline.yaml", "--run-id", "ad", "--kill-grace", "0.5"],
+        cwd=tmp_path, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    wait_for(lambda: len(starts(tmp_path)) == 1)
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=30)
+    stale = starts(tmp_path)[0]
+    assert alive(stale), "the node must outlive its killed runner"
+    pipeline.write_text(EDITED.format(command="echo new >> runs.log"))
+    journal = run_dir(tmp_path) / "journal.jsonl"
+    try:
+        continued = dagflow_cli(*continue_with, cwd=tmp_path)
+        assert continued.returncode == 0, continued.stdout + continued.stderr
+        assert "re-planned" in continued.stderr
+        # a detached runner ends once `long` ran, or hangs on the stale node it adopted
+        wait_for(lambda: (tmp_path / "runs.log").exists() or read_journal(journal).nodes["long"].pid == stale)
+        assert read_journal(journal).nodes["long"].pid != stale, "the stale node was adopted"
+        wait_for(lambda: read_journal(journal).finished is not None)
+    finally:
+        (tmp_path / "release").touch()
+    assert (tmp_path / "runs.log").read_text().split() == ["new"]
+    wait_for(lambda: not alive(stale))
+    assert starts(tmp_path) == [stale]
+    status = json.loads(dagflow_cli("status", "ad", "--json", cwd=tmp_path).stdout)
+    assert status["state"] == "succeeded" and status["counts"] == {"succeeded": 2}

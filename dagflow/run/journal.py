@@ -12,8 +12,9 @@ when it has no value:
                         no attempt or code: a batch scheduler, not the node's wrapper, says how it ended
     {"e": "cached", "n": node, "k": cache key, "t"}      skipped: unchanged since it last ran
     {"e": "upstream_failed", "n": [nodes], "by": node, "t"}
-    {"e": "replan", "n": [nodes], "t"}   the pipeline changed before a resume: these finished nodes
-                                         changed with it and are pending again
+    {"e": "replan", "n": [nodes], "t"}   the pipeline changed before a resume: these nodes changed with
+                                         it and are pending again; a process of theirs started before it
+                                         is stale (`JournalState.replanned`)
     {"e": "finish", "s": run state, "t"}
 
 A later runner tells the node's process (`pid`) from an unrelated one that reused its pid by the
@@ -178,6 +179,9 @@ class JournalState:
     finished_at: float | None = None
     skipped_lines: int = 0  # lines that were not valid JSON (a torn tail)
     bad_lines: int = 0  # valid JSON that is not a well-formed event (skipped)
+    # nodes a replan event named since their latest start: a process of theirs that still runs, or whose
+    # exit its keeper recorded, ran what the edit changed, and no runner takes it over
+    replanned: set[str] = field(default_factory=set)
 
     def record(self, node: str) -> NodeRecord:
         record = self.nodes.get(node)
@@ -195,6 +199,7 @@ class JournalState:
             name = _name(event)
             pid = _optional(event, "pid", int)
             record = self.record(name)
+            self.replanned.discard(name)
             if record.state != CHECKPOINTED:  # a restart from a checkpoint is the same attempt going on
                 record.attempts += 1
             record.state = RUNNING
@@ -224,10 +229,12 @@ class JournalState:
             if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
                 raise ValueError(f"{kind} event without a list of nodes")
             for name in names:
-                record = self.record(name)
                 if kind == REPLAN_EVENT:
-                    self.nodes[name] = NodeRecord(attempts=record.attempts, restarts=record.restarts)
+                    self.replanned.add(name)
+                    if (record := self.nodes.get(name)) is not None:
+                        self.nodes[name] = NodeRecord(attempts=record.attempts, restarts=record.restarts)
                 else:
+                    record = self.record(name)
                     record.state = UPSTREAM_FAILED
                     record.why = f"upstream {event.get('by')} failed"
         elif kind == RUN_EVENT:

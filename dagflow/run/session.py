@@ -29,7 +29,7 @@ from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.run.ids import validate_run_id
-from dagflow.run.journal import DONE_STATES, append_events, read_journal, replan_event
+from dagflow.run.journal import DONE_STATES, append_events, replan_event
 from dagflow.run.layout import RunLayout
 from dagflow.run.live_runs import LiveOf, admit_continued, admit_new
 from dagflow.run.replan import changed_nodes, replanned
@@ -56,7 +56,6 @@ class Work:
     plan: Plan
     todo: tuple[str, ...]  # a new run: every node; a continued one: what did not finish, or the edit changed
     resume: bool = False  # an existing run is continued
-    forget: frozenset[str] = frozenset()  # finished nodes an edit changed: they run again
     edited: bool = False  # re-planned from its edited pipeline file
 
 
@@ -158,11 +157,14 @@ class RunSession:
         )
         if not dry_run:
             self.engine.prepare(fresh, layout.run_dir)
+            # the nodes the edit changed, journaled for every runner (before the new plan: a re-plan cut short
+            # is made again): finished ones run again, and a process of one that a keeper still runs is
+            # stale (JournalState.replanned), not to be adopted
+            forgotten = sorted(forget & plan.nodes.keys())
+            if forgotten:
+                append_events(layout.journal_path, [replan_event(forgotten)])
             write_atomic(layout.plan_path, fresh.to_json().encode())
             write_plan_index(layout, fresh)
             layout.record_pipeline(fresh)
-            forgotten = sorted(forget & read_journal(layout.journal_path).nodes.keys())
-            if forgotten:
-                append_events(layout.journal_path, [replan_event(forgotten)])
             layout.mark_latest()
-        return Work(fresh, todo, resume=True, forget=forget, edited=True)
+        return Work(fresh, todo, resume=True, edited=True)

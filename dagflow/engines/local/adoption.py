@@ -70,7 +70,7 @@ class Adoption:
                 f"dagflow: skipped {prior.bad_lines} malformed line(s) in {self.layout.journal_path}",
                 file=sys.stderr,
             )
-        self.forget = self.forget | self._edited_since(prior)
+        self.forget = self._edited_since(prior)
         done = {name for name in prior.done() if name in self.plan.nodes and name not in self.forget}
         self.restarts = {name: record.restarts for name, record in prior.nodes.items() if record.restarts}
         for name in done:
@@ -121,8 +121,9 @@ class Adoption:
         procs = read_procs(self.layout.procs_path)
         for name, entry, fate in unjournaled(procs, prior.nodes, self.layout.run_dir):
             node = self.plan.nodes.get(name)
-            # (a node of a re-planned run that changed, or lost its place, is not taken over)
-            wanted = node is not None and name not in done and name not in self.forget
+            # (a node of a re-planned run that changed, or lost its place, is not taken over: an edit is
+            # never served from a process that ran what it changed, whichever runner re-planned the run)
+            wanted = node is not None and name not in done and name not in prior.replanned
             wanted = wanted and all(parent in done for parent in node.parents)
             if fate is Fate.EXITED:
                 if wanted:

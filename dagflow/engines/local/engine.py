@@ -140,7 +140,7 @@ class LocalEngine(EngineBase):
         machine = self._machine[1] if self._machine and self._machine[0] == work.plan.run_id else None
         if machine is None or work.resume:
             machine = check_runnable(work.plan, options)
-        return LocalRunner(work.plan, layout, machine, options, work.forget).run()
+        return LocalRunner(work.plan, layout, machine, options).run()
 
     def wait(self, run_dir: Path) -> None:
         layout = RunLayout.from_run_dir(run_dir)

@@ -81,18 +81,15 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
     """Runs (or resumes) the run in `layout` until every node has finished or the run is stopped.
 
     `request_stop()` may be called from another thread or a signal handler: running nodes get SIGTERM,
-    then SIGKILL after `kill_grace_s`; a second request kills them at once. `forget` names finished
-    nodes to run again (the pipeline changed them since: the run session re-planned it and journaled them).
+    then SIGKILL after `kill_grace_s`; a second request kills them at once. The nodes an edit of the
+    pipeline changed are in the journal (the run session's replan event), which every runner reads.
     """
 
-    def __init__(
-        self, plan: Plan, layout: RunLayout, machine: Machine, options: RunOptions, forget: frozenset[str] = frozenset()
-    ) -> None:
+    def __init__(self, plan: Plan, layout: RunLayout, machine: Machine, options: RunOptions) -> None:
         self.plan = plan
         self.layout = RunLayout(layout.runs_dir.absolute(), layout.run_id)  # as the keeper sees it, from the workdir
         self.options = options
-        self.forget = forget
-        self._replanned = forget  # journaled by the run session (run/session.py)
+        self.forget: frozenset[str] = frozenset()  # finished nodes whose files were edited since (adoption.py)
         self.jobs = nodes_within_open_files(options.jobs or machine.cpus)
         self.pool = ResourcePool(machine, self.jobs)
         self.memory = MemoryGrowth(machine.memory_mb)  # nodes' memory limits, grown after an overrun
@@ -227,9 +224,8 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
         t0 = time.monotonic()
         prior, done, adopt, accept = self._carry_over()
         self.journal.write(run_event(prior.runners > 0, pid=os.getpid()), durable=True)
-        forgotten = sorted(name for name in self.forget - self._replanned if name in prior.nodes)
-        if forgotten:
-            self.journal.write(replan_event(forgotten), durable=True)
+        if self.forget:
+            self.journal.write(replan_event(sorted(self.forget)), durable=True)
         self.journal.flush()
         self.tracker = DagTracker(self.plan, done)
         self.forced = self._forced_nodes()
