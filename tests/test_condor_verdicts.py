@@ -12,27 +12,11 @@ from dagflow.plan.expand import expand
 from dagflow.plan.index import PlanIndex
 from dagflow.run.journal import NodeRecord
 from dagflow.run.layout import RunLayout
-from dagflow.run.promotions import promotion_lines, read_verdict
+from dagflow.run.promotions import promotion_lines, promotion_records, read_verdict
 from dagflow.spec import parse_spec
+from tests.test_condor_promotions import PIPELINE as PROMOTING
 
-PIPELINE = """\
-name: promo
-matrix:
-  region: [us, de]
-steps:
-  train:
-    kind: train
-    command: python train.py {region}
-    outputs:
-      - out/{region}/model.txt
-    publish: published/{run.id}/{region}/
-  evaluate:
-    kind: evaluate
-    needs: [train]
-    command: python evaluate.py {region}
-    metrics: out/{region}/metrics.json
-    promote_if: {metric: val_loss, better: lower, than: "promoted/{region}/latest"}
-"""
+PIPELINE = PROMOTING.replace("PUBLISHED", "published").replace("POINTERS", "promoted")
 
 
 def test_the_verdict_line_of_a_promotion_job_is_recorded_once_per_attempt(tmp_path: Path) -> None:
@@ -56,7 +40,7 @@ def test_the_verdict_line_of_a_promotion_job_is_recorded_once_per_attempt(tmp_pa
     )  # fmt: skip
     assert (us["pointer"], us["model"], us["run_id"]) == ("promoted/us/latest", "published/promo-1/us/", "promo-1")
     states = {name: "succeeded" for name in plan.nodes} | {"evaluate.promote.de": "failed"}
-    assert promotion_lines(layout.run_dir, states) == [
+    assert promotion_lines(promotion_records(layout.run_dir, states)) == [
         "promotions:",
         "  us  promoted: val_loss 0.5; there was no current model",
         "  de  failed: metrics file missing",

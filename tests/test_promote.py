@@ -332,6 +332,16 @@ def test_a_worse_second_run_leaves_the_pointer_on_the_first_model_locally(tmp_pa
         (tmp_path / "train.py").write_text(TRAIN.replace("model for", f"model {round_} for"))
         result = run_pipeline(tmp_path, local, {"us": loss, "br": loss, "de": loss})
         assert result.returncode == 0, result.stdout + result.stderr
+    summary = result.stdout[result.stdout.index("promotions:") :].splitlines()[:4]
+    assert summary[1].startswith("  us  kept: val_loss 0.75"), summary
+    status = [sys.executable, "-m", "dagflow", "status", "--runs-dir", ".runs"]
+    shown = subprocess.run(status, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True)
+    assert shown.stdout[shown.stdout.index("promotions:") :].splitlines()[:4] == summary  # as the run said
+    shown = subprocess.run([*status, "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True)
+    promotions = json.loads(shown.stdout)["promotions"]
+    assert [(p["label"], p["verdict"], p["new"], p["old"]) for p in promotions] == [
+        (region, "kept", 0.75, 0.25) for region in ("us", "br", "de")
+    ]
     current = json.loads((tmp_path / "store/models/us/latest").read_text())
     assert current["metrics"]["val_loss"] == 0.25
     assert (tmp_path / current["model"] / "model.txt").read_text() == "model one for us\n"

@@ -12,6 +12,7 @@ from typing import Any
 from dagflow.bounded import BoundedInputError, loads_json, read_bounded
 from dagflow.files import file_stem, write_atomic
 from dagflow.plan import Plan
+from dagflow.plan.index import PlanIndex
 from dagflow.plan.model import PROMOTE_SUFFIX
 
 PROMOTIONS_DIR = "promotions"
@@ -49,21 +50,37 @@ def read_verdict(run_dir: Path, node: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def promotion_nodes(planned: Plan | PlanIndex) -> list[tuple[str, dict[str, str]]]:
+    """(node, coords) of the plan's promotion nodes, in plan order."""
+    if isinstance(planned, Plan):
+        return [(node.name, node.coords) for node in planned.nodes.values() if node.step.endswith(PROMOTE_SUFFIX)]
+    promote = {position for position, step in enumerate(planned.steps) if step.endswith(PROMOTE_SUFFIX)}
+    if not promote:
+        return []
+    return [
+        (name, planned.coords(at)) for at, (name, step) in enumerate(zip(planned.names, planned.step_of, strict=True))
+        if step in promote
+    ]  # fmt: skip
+
+
 def _promote_nodes(run_dir: Path, states: dict[str, str]) -> list[tuple[str, dict[str, str]]]:
     """(node, coords) of the run's promotion nodes, from its plan; none when it has none."""
-    if not any(".promote" in name for name in states):  # the common case: no plan to read
+    if not any(PROMOTE_SUFFIX in name for name in states):  # the common case: no plan to read
         return []
     try:
         plan = Plan.from_json((run_dir / "plan.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError, TypeError):
         return []
-    return [(node.name, node.coords) for node in plan.nodes.values() if node.step.endswith(PROMOTE_SUFFIX)]
+    return promotion_nodes(plan)
 
 
-def promotion_records(run_dir: Path, states: dict[str, str]) -> list[dict[str, Any]]:
-    """One record per promotion node: its verdict, or failed/undecided when it has none."""
+def promotion_records(
+    run_dir: Path, states: dict[str, str], nodes: list[tuple[str, dict[str, str]]] | None = None
+) -> list[dict[str, Any]]:
+    """One record per promotion node: its verdict, or failed/undecided when it has none. nodes: the run's
+    promotion nodes (promotion_nodes), where the caller has its plan; else read from plan.json."""
     records = []
-    for node, coords in _promote_nodes(run_dir, states):
+    for node, coords in _promote_nodes(run_dir, states) if nodes is None else nodes:
         state = states.get(node, "pending")
         verdict = read_verdict(run_dir, node) if state in ("succeeded", "failed") else None
         label = "/".join(coords.values()) or node.split(".")[0]
@@ -77,8 +94,8 @@ def promotion_records(run_dir: Path, states: dict[str, str]) -> list[dict[str, A
     return records
 
 
-def promotion_lines(run_dir: Path, states: dict[str, str]) -> list[str]:
-    records = promotion_records(run_dir, states)
+def promotion_lines(records: list[dict[str, Any]]) -> list[str]:
+    """The run summary's and `dagflow status`'s lines of promotion_records()."""
     if not records:
         return []
     width = max(len(record["label"]) for record in records)

@@ -83,7 +83,7 @@ def summary_lines(result: RunResult, runs_dir_hint: str = "") -> list[str]:
         lines.append(f"  ... and {plural(len(result.failures) - 20, 'more failed node')}")
     if counts.get("upstream_failed"):
         lines.append(f"  {plural(counts['upstream_failed'], 'node')} did not run: a node upstream failed")
-    lines.extend(promotion_lines(result.run_dir, result.states))
+    lines.extend(promotion_lines(promotion_records(result.run_dir, result.states)))
     if result.state != RUN_SUCCEEDED:
         lines.append(f"resume with: dagflow run --resume {result.run_id}{runs_dir_hint}")
     return [inert(line) for line in lines]  # a failure's why can quote what a job wrote

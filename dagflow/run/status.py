@@ -16,6 +16,7 @@ from typing import Any, BinaryIO, Protocol
 from dagflow.bounded import BoundedInputError, read_tail
 from dagflow.plan import Plan
 from dagflow.plan.index import PlanIndex
+from dagflow.plan.model import PROMOTE_SUFFIX
 from dagflow.run.journal import (
     CACHED,
     CHECKPOINTED,
@@ -34,6 +35,7 @@ from dagflow.run.journal import (
 )
 from dagflow.run.layout import RunLayout
 from dagflow.run.lock import is_locked
+from dagflow.run.promotions import promotion_nodes, promotion_records
 from dagflow.run.step_table import StepRow, step_rows
 from dagflow.run.usage import NodeUsage, latest_by_node, read_usage, usage_dict
 
@@ -348,6 +350,17 @@ class RunStatus:
         failed = [name for name, state in states.items() if state == FAILED][:STDERR_TAIL_NODES]
         return {name: tail for name in failed if (tail := self.stderr_tail(name))}
 
+    def promotions(self) -> list[dict[str, Any]]:
+        """The run's promotion verdicts (run/promotions.py), read from its run directory as every engine
+        leaves them there: what the run's summary says of them, and `status --json`'s promotions."""
+        steps = self.summary.steps if self.summary is not None else None
+        if steps is not None and not any(row.step.endswith(PROMOTE_SUFFIX) for row in steps):
+            return []  # a kept status says which steps there are: no plan (nor its index) to read
+        nodes = promotion_nodes(self._planned())
+        records = self.journal.nodes
+        states = {name: self.state_of(name, records.get(name) or NodeRecord()) for name, _ in nodes}
+        return promotion_records(self.layout.run_dir, states, nodes)
+
     def summarize(self) -> StatusSummary:
         """The text view's summary: the engine's cached one, else computed from every node's state."""
         if self.summary is None:
@@ -441,6 +454,7 @@ class RunStatus:
             "progress": progress,
             "failed_stderr": self.failed_stderr(states or None),
             "steps": [row.to_json() for row in self.steps(states or None)],
+            "promotions": self.promotions(),
         }
         return summary, states
 

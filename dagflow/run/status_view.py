@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dagflow.console import FittedTable, stdout_console
+from dagflow.run.promotions import promotion_lines
 from dagflow.run.status import (
     QUIET_STATES,
     ROW_LIMIT,
@@ -115,6 +116,8 @@ def print_status(status: RunStatus, show_all: bool, runs_dir_hint: str = "", con
         console.print(Text(f"stderr of {name} (last {len(tail)} lines):", style="bold red"))
         for line in tail:
             console.print(Text("  " + inert(line)))
+    for line in promotion_lines(status.promotions()):
+        console.print(Text(inert(line)))
     if status.state == RUN_STOPPED or (status.state not in (RUN_RUNNING, "succeeded") and status.journal.runners):
         hint = status.resume_hint or f"dagflow run --resume {status.run_id}"
         console.print(f"resume with: {hint}{runs_dir_hint}")

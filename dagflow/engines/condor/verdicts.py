@@ -17,10 +17,9 @@ from itertools import pairwise
 from dagflow.bounded import BoundedInputError, read_tail
 from dagflow.plan import Plan
 from dagflow.plan.index import PlanIndex
-from dagflow.plan.model import PROMOTE_SUFFIX
 from dagflow.run.journal import FAILED, SUCCEEDED, NodeRecord
 from dagflow.run.layout import RunLayout
-from dagflow.run.promotions import Verdict, verdict_path, write_verdict
+from dagflow.run.promotions import Verdict, promotion_nodes, verdict_path, write_verdict
 
 _VERDICTS = ("promoted", "kept", "failed")
 _TAIL = 64 * 1024  # the bytes of a promotion node's output read: its verdict line is its last
@@ -29,12 +28,9 @@ _TAIL = 64 * 1024  # the bytes of a promotion node's output read: its verdict li
 def record_verdicts_seen(layout: RunLayout, index: PlanIndex, records: Mapping[str, NodeRecord]) -> None:
     """Record the verdict of each promotion node that ended (the module docstring says how). A run
     directory this user cannot write leaves them unrecorded: the summary then says undecided."""
-    promote = {position for position, step in enumerate(index.steps) if step.endswith(PROMOTE_SUFFIX)}
-    if not promote:
-        return
     plan: Plan | None = None
-    for name, step in zip(index.names, index.step_of, strict=True):
-        record = records.get(name) if step in promote else None
+    for name, _ in promotion_nodes(index):
+        record = records.get(name)
         if record is None or record.state not in (SUCCEEDED, FAILED):
             continue
         output = layout.stdout_path(name) if record.state == SUCCEEDED else layout.stderr_path(name)
