@@ -43,6 +43,14 @@ def _nodes(status: dict) -> dict[str, dict]:
 
 
 
+def _submitted(record: Path) -> bool:
+    """Whether the run's condor record holds a DAGMan submission yet (it is written before the first one)."""
+    try:
+        return bool(json.loads(record.read_text())["submissions"])
+    except (OSError, ValueError, KeyError):
+        return False
+
+
 def _dagman_cluster(workdir: Path, run_id: str) -> int:
     record = json.loads((workdir / ".dagflow" / "runs" / run_id / "condor" / "run.json").read_text())
     return int(record["submissions"][-1]["cluster"])
@@ -325,7 +333,10 @@ def test_run_engine_condor_prints_an_execute_sides_hold_reason_inert(condor_pool
                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
     try:
         records = workdir / ".dagflow" / "runs"
-        record = condor_pool.wait_until(lambda: next(records.glob("*/condor/run.json"), None), "the DAG submitted")
+        record = condor_pool.wait_until(
+            lambda: next((path for path in records.glob("*/condor/run.json") if _submitted(path)), None),
+            "the DAG submitted",
+        )
         run_id = record.parent.parent.name  # type: ignore[union-attr]
         cluster = _dagman_cluster(workdir, run_id)
         jobs = condor_pool.wait_until(
@@ -371,5 +382,7 @@ def test_run_engine_condor_runs_on_the_pool_and_resume_stays_there(condor_pool: 
     assert resumed != cluster  # a second DAGMan job: the rescue DAG ran on the pool
     assert _history(condor_pool, f"DAGManJobId == {resumed}", "DAGNodeName")
     assert _count(workdir / "first.count") == 1
-    # The local runner never touched the run: its journal is as the condor engine left it.
-    assert (journal.read_bytes() if journal.exists() else b"") == journal_before
+    # The local runner never touched the run: no record of local processes, and the journal (the condor
+    # engine's ingest of DAGMan's records) only grew by what the resumed DAG did.
+    assert not (journal.parent / "procs.jsonl").exists()
+    assert journal.read_bytes().startswith(journal_before)
