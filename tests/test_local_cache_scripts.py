@@ -69,3 +69,29 @@ def test_resume_does_not_keep_a_finished_node_whose_script_was_edited_since(tmp_
     assert "changed since they ran" in resumed.stderr and "evaluate" in resumed.stderr
     assert (tmp_path / "score.txt").read_text() == "v2 a\n"
     assert reports(tmp_path) == ["v1 a", "v2 a"]
+
+
+def test_validate_explain_says_per_step_what_its_cache_key_tracks_and_what_none_sees(tmp_path: Path) -> None:
+    """#40 item 9: what can be tracked is (a shell's words, `python -m`, imported modules of the pipeline's own),
+    and validate says so per step, with one line of what no cache key sees."""
+    (tmp_path / "a.py").write_text("import helper\n")
+    (tmp_path / "helper.py").write_text("")
+    (tmp_path / "mod.py").write_text("")
+    (tmp_path / "pipeline.yaml").write_text(
+        "name: p\n"
+        "steps:\n"
+        '  shell: {command: [sh, -c, "python a.py > out.txt"], outputs: [out.txt]}\n'
+        "  module: {command: python -m mod, needs: [shell], inputs: [out.txt]}\n"
+    )
+    done = dagflow_cli("validate", "pipeline.yaml", "--explain", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1] == (
+        "step shell (shell): command, env, params and upstream; inputs: -; files its command runs: a.py, helper.py"
+    ), done.stdout
+    assert lines[2] == (
+        "step module (module): command, env, params and upstream; inputs: out.txt; files its command runs: mod.py"
+    ), done.stdout
+    assert lines[3].startswith("not tracked by any cache key: the environment dagflow runs in"), done.stdout
+    plain = dagflow_cli("validate", "pipeline.yaml", cwd=tmp_path)
+    assert plain.stdout.splitlines() == lines[:1]  # without --explain: the one line, as before

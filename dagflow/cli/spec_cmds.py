@@ -37,6 +37,10 @@ def validate(
         str | None,
         typer.Option("--engine", help="Also warn about each step field this engine ignores.", callback=checked_engine),
     ] = None,
+    explain: Annotated[
+        bool,
+        typer.Option("--explain", help="Also print what each step's cache key tracks, and what no cache key sees."),
+    ] = False,
 ) -> None:
     """Check a pipeline file and report every problem at once.
 
@@ -47,7 +51,7 @@ def validate(
     """
     from dagflow.cli.validate_file import validate_file
 
-    code = validate_file(pipeline, engine)
+    code = validate_file(pipeline, engine, explain)
     if code:
         raise typer.Exit(code)
 
