@@ -192,13 +192,19 @@ def test_no_log_yet_is_no_records(tmp_path: Path) -> None:
 
 # --- the real pool ----------------------------------------------------------------------------------
 
+# The CPU time burnt before the memory is touched: without cgroups (this pool's starter can use none),
+# HTCondor's RunRemoteUsage is the job's CPU time at the starter's last sample before it exited, each of
+# user and system time in whole seconds. Released once the schedd has a sample showing the 200 MB, the job
+# ends before the next sample, so that sample must come after the burn: burnt after the memory, a sample
+# taken mid-burn under load read `Usr 0 00:00:00, Sys 0 00:00:00` (cpu_s 0). 3 s, as user plus system
+# seconds each rounded down, is at least 2 (this VM counts most of a busy loop as system time).
 HOLD = """
 import os, sys, time
+while time.process_time() < 3:
+    pass
 block = bytearray(int(sys.argv[1]) * 1024 * 1024)
 for i in range(0, len(block), 4096):
     block[i] = 1
-while time.process_time() < 2:
-    pass
 # Held until the test has seen the schedd report this size (the starter updates every 5 s on the test pool,
 # later on a loaded machine): a fixed sleep made the measured peak depend on the load.
 for _ in range(3000):
