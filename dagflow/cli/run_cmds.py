@@ -180,14 +180,18 @@ def _cached_from(layout: RunLayout, node: str, key: str) -> RunLayout:
     return producer
 
 
-def _say_when_output_arrives(layout: RunLayout, node: str) -> None:
-    """A node with no output file yet: say why when its engine runs it (a batch job whose output comes back
-    when it ends); RunNotFoundError when it has not run."""
+def _say_why_no_output(layout: RunLayout, node: str) -> None:
+    """A node with no output file on this stream: nothing when its attempt ended (it printed nothing), a line
+    on stderr while its engine runs it (a batch job's output comes back when it ends), else RunNotFoundError.
+    The engine's status decides, not the journal: an ingest journals a running job's start, so attempts alone
+    do not say it ended."""
     from dagflow.engines.registry import read_run_status
 
     status = read_run_status(layout)
     record = status.journal.nodes.get(node)
     if record is None or record.state not in ("queued", "held", "running", "retrying"):
+        if record is not None and record.attempts:
+            return  # it ran and printed nothing on this stream
         raise RunNotFoundError(f"node {node} has not run in run {layout.run_id}")
     line = f"{node} is {record.state}: no output yet"
     arrives = status.extra.get("output_arrives")
@@ -218,10 +222,8 @@ def logs_command(
             layout = _cached_from(layout, node, record.key)
         path = layout.stderr_path(node) if err else layout.stdout_path(node)
         if not path.is_file():
-            record = read_journal(layout.journal_path).nodes.get(node)
-            if record is None or not record.attempts:
-                _say_when_output_arrives(layout, node)
-            return  # it ran and printed nothing on this stream
+            _say_why_no_output(layout, node)
+            return
     except DagflowError as error:
         fail(error)
     with open(path, "rb") as handle:
