@@ -88,7 +88,11 @@ def test_no_run_found_says_where_it_looked_and_how_to_point_elsewhere(root: Path
 
 
 @pytest.mark.slow
-def test_an_explicit_runs_dir_is_where_the_run_goes_and_is_looked_for(root: Path) -> None:
+def test_an_explicit_runs_dir_is_where_the_run_goes_and_is_looked_for(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An index of runs of this test's own: the test process's index also holds other tests' runs named r3.
+    monkeypatch.setenv("XDG_STATE_HOME", str(root / "state"))
     done = dagflow_cli("run", "proj/pipeline.yaml", "--run-id", "r3", "--runs-dir", "elsewhere", cwd=root)
     assert done.returncode == 0, done.stderr
     assert (root / "elsewhere" / "r3" / "plan.json").is_file()
