@@ -49,7 +49,7 @@ def validate_file(pipeline: Path, engine: str | None, explain: bool = False) -> 
 def tracked_lines(plan: Plan) -> list[str]:
     """Per step, what its first node's cache key covers beyond its command, env, params and upstream: the files
     it declares and the files its command runs (plan/script_files.py finds them, as the runner does)."""
-    from dagflow.plan.script_files import ScriptFiles
+    from dagflow.plan.script_files import ScriptFiles, transfer_source
 
     scripts = ScriptFiles(Path(plan.workdir))
     first: dict[str, Node] = {}
@@ -58,8 +58,8 @@ def tracked_lines(plan: Plan) -> list[str]:
     lines = []
     for step, node in first.items():
         runs = scripts.of(node)
-        copies = plan.steps[step].kind == "transfer" and node.argv[1:2] == ["transfer"] and len(node.argv) >= 4
-        source = f"; its source {node.argv[2]} (files by content, S3 by key, size and ETag)" if copies else ""
+        copies = transfer_source(plan, node)
+        source = f"; its source {copies} (files by content, S3 by key, size and ETag)" if copies is not None else ""
         lines.append(
             f"step {step} ({node.name}): command, env, params and upstream; inputs: {', '.join(node.inputs) or '-'}; "
             f"files its command runs: {', '.join(runs) or '-'}{source}"

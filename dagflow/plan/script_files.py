@@ -16,7 +16,7 @@ import posixpath
 import re
 from pathlib import Path
 
-from dagflow.plan.model import Node
+from dagflow.plan.model import Node, Plan
 from dagflow.spec.command_files import SHELLS, shell_words
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -196,3 +196,15 @@ def _runs_python(argv: list[str], index: int) -> bool:
         if not word.startswith("-"):
             return bool(_PYTHON.match(posixpath.basename(word)))
     return False
+
+
+def transfer_source(plan: Plan, node: Node) -> str | None:
+    """What a transfer node copies (its content is in the node's cache key); None for any other node."""
+    return node.argv[2] if is_transfer(plan, node, "transfer") else None
+
+
+def is_transfer(plan: Plan, node: Node, command: str) -> bool:
+    """Whether node runs `dagflow transfer SRC DST` (command "transfer") or `dagflow publish DEST ...`."""
+    return plan.steps[node.step].kind == "transfer" and len(node.argv) >= 3 + (command == "transfer") and (
+        node.argv[1] == command
+    )

@@ -38,7 +38,7 @@ from dagflow.bounded import BoundedInputError, open_regular
 from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Node, Plan
-from dagflow.plan.script_files import ScriptFiles
+from dagflow.plan.script_files import ScriptFiles, is_transfer, transfer_source
 from dagflow.transfer import Location, S3Location, TransferError, parse_location
 
 
@@ -64,8 +64,9 @@ class NodeCache:
         scripts = self._scripts.of(node)
         if scripts:  # appended only when there are any: keys of nodes that run no file stay as they were
             parts.append([f"{path}\0{self._digest_path(path)}" for path in scripts])
-        if _is_transfer(plan, node, "transfer"):  # what it copies: new source data must reach a new run
-            parts.append(["source", self._digest_location(node.argv[2])])
+        source = transfer_source(plan, node)
+        if source is not None:  # what it copies: new source data must reach a new run
+            parts.append(["source", self._digest_location(source)])
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
     def hit(self, plan: Plan, key: str, node: Node) -> bool:
@@ -264,18 +265,13 @@ def products_of(plan: Plan, node: Node) -> list[str]:
     """What a node leaves behind: its declared outputs and metrics file, a transfer step's destination and
     a publish node's."""
     products = [*node.outputs, *([node.metrics] if node.metrics else [])]
-    if _is_transfer(plan, node, "transfer"):
+    if is_transfer(plan, node, "transfer"):
         products.append(node.argv[3])
-    elif _is_transfer(plan, node, "publish"):
+    elif is_transfer(plan, node, "publish"):
         products.append(node.argv[2])
     return products
 
 
-def _is_transfer(plan: Plan, node: Node, command: str) -> bool:
-    """Whether node runs `dagflow transfer SRC DST` (command "transfer") or `dagflow publish DEST ...`."""
-    return plan.steps[node.step].kind == "transfer" and len(node.argv) >= 3 + (command == "transfer") and (
-        node.argv[1] == command
-    )
 
 
 def _files_under(top: Path) -> Iterator[Path]:
