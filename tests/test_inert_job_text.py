@@ -72,7 +72,7 @@ search:
     x: {type: FLOAT, min: -1, max: 1}
   budget: 1
   parallel: 1
-  engine: random
+  optimizer: random
 """
 
 
