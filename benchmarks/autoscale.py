@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import classad2
 
@@ -19,8 +21,10 @@ from dagflow.autoscale.decide import decide
 from dagflow.autoscale.demand import signatures
 from dagflow.autoscale.matching import Matcher, htcondor_match
 from dagflow.autoscale.policy import Group, Policy, Settings
-from dagflow.autoscale.pool import InMemoryPool
 from dagflow.autoscale.state import State
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from autoscale_pool import InMemoryPool
 
 TYPES = [  # instance type, cpus, memory MiB, gpus, gpu memory MiB, capability
     ("g4dn.xlarge", 4, 15000, 1, 15360, 7.5),

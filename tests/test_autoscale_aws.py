@@ -11,6 +11,7 @@ from pathlib import Path
 import boto3
 import classad2
 import pytest
+from autoscale_pool import InMemoryPool
 from aws_fixtures import create_asg
 from botocore.exceptions import ClientError
 from typer.testing import CliRunner
@@ -20,7 +21,7 @@ from dagflow.autoscale.demand import InMemorySchedd, ScheddDemand
 from dagflow.autoscale.loop import Autoscaler, LoopResult
 from dagflow.autoscale.matching import htcondor_match
 from dagflow.autoscale.policy import Policy, parse_policy
-from dagflow.autoscale.pool import InMemoryPool, NodeState
+from dagflow.autoscale.pool import NodeState
 from dagflow.autoscale.state import StateFile
 from dagflow.cli import app
 from dagflow.engines.condor.submit_writer import requirements

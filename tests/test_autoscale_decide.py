@@ -6,13 +6,13 @@ from pathlib import Path
 
 import classad2
 import pytest
+from autoscale_pool import InMemoryPool
 from typer.testing import CliRunner
 
 from dagflow.autoscale.cloud import AsgState, Instance
 from dagflow.autoscale.decide import Drain, decide, scale_in_limit
 from dagflow.autoscale.demand import InMemorySchedd, ScheddDemand, signatures
 from dagflow.autoscale.policy import load_policy, parse_policy
-from dagflow.autoscale.pool import InMemoryPool
 from dagflow.autoscale.state import State
 from dagflow.cli import app
 from dagflow.errors import SpecError

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from autoscale_pool import InMemoryPool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,7 @@ from dagflow.autoscale.decide import out_of_service_cap
 from dagflow.autoscale.demand import InMemorySchedd, ScheddDemand
 from dagflow.autoscale.loop import Autoscaler
 from dagflow.autoscale.policy import parse_policy
-from dagflow.autoscale.pool import InMemoryPool, NodeState
+from dagflow.autoscale.pool import NodeState
 from dagflow.autoscale.state import StateFile
 
 FRACTION = 0.5
