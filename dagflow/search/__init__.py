@@ -1,27 +1,28 @@
 """Bayesian hyperparameter search: search spaces, optimisers, and Spearmint compatibility.
 
-    space = SearchSpace(search_spec.variables)
-    optimizer = make_optimizer(space, "gp", seed=0)
-    batch = optimizer.suggest(4, observations, pending)
+space = SearchSpace(search_spec.variables)
+optimizer = make_optimizer(space, "gp", seed=0)
+batch = optimizer.suggest(4, observations, pending)
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dagflow.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from dagflow.search.optimizer import Observation, Optimizer, loss
     from dagflow.search.space import Params, SearchSpace
 
 # Imported on first use: `dagflow` commands that never search (run, status...) must not pay for numpy.
-_LAZY = {
-    "Observation": "dagflow.search.optimizer",
-    "Optimizer": "dagflow.search.optimizer",
-    "loss": "dagflow.search.optimizer",
-    "Params": "dagflow.search.space",
-    "SearchSpace": "dagflow.search.space",
+_EXPORTS = {
+    "Observation": "optimizer",
+    "Optimizer": "optimizer",
+    "loss": "optimizer",
+    "Params": "space",
+    "SearchSpace": "space",
 }
 
 OPTIMIZERS = ("gp", "random", "gp-optuna", "tpe-optuna")  # search.optimizer: how a search picks points
@@ -48,7 +49,7 @@ def make_optimizer(
             failures_spend_budget=failures_spend_budget,
         )  # fmt: skip
     if name == "random":
-        from dagflow.search.random_search import RandomSearch
+        from dagflow.search.optimizer import RandomSearch
 
         return RandomSearch(space, seed=seed)
     if name in ("gp-optuna", "tpe-optuna"):
@@ -62,10 +63,5 @@ def make_optimizer(
     raise ValueError(f"unknown optimiser {name!r}; choose one of {', '.join(OPTIMIZERS)}")
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = ["OPTIMIZERS", "Observation", "Optimizer", "Params", "SearchSpace", "loss", "make_optimizer"]
+__getattr__ = lazy_exports(__name__, _EXPORTS)
