@@ -218,17 +218,10 @@ class Autoscaler:
                 errors.append(f"{action.describe()}: {error}")
         return False
 
-    def run_forever(
-        self,
-        interval_s: float | None = None,
-        iterations: int | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
+    def run_forever(self, interval_s: float | None = None) -> None:
         interval = interval_s if interval_s is not None else self.policy.settings.loop_interval_s
         failures = 0
-        count = 0
-        while iterations is None or count < iterations:
-            count += 1
+        while True:
             try:
                 result = self.run_once()
                 failures = failures + 1 if result.errors else 0
@@ -238,9 +231,7 @@ class Autoscaler:
             except Exception as error:  # htcondor2 query failures surface as various exception types
                 failures += 1
                 log.exception("autoscale loop failed: %s", error)
-            if iterations is not None and count >= iterations:
-                break
             delay = min(interval * (2**failures), self.policy.settings.backoff_max_s) if failures else interval
             if failures:
                 log.warning("backing off %.0fs after %d failed loop(s)", delay, failures)
-            sleep(delay)
+            time.sleep(delay)

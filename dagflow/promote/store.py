@@ -93,9 +93,7 @@ class Store:
         finally:
             os.close(descriptor)  # releases the lock; the lock file stays, so every process locks the same file
 
-    def write_if_unchanged(
-        self, url: str, data: bytes, seen: Versioned, content_type: str = "application/json"
-    ) -> None:
+    def write_if_unchanged(self, url: str, data: bytes, seen: Versioned) -> None:
         """Replace the pointer whole, only if it is still what `seen` read; raises PointerConflict if not.
 
         A local pointer must be written inside `locked`, which makes the check unnecessary."""
@@ -106,24 +104,13 @@ class Store:
         condition = {"IfMatch": seen.etag} if seen.data is not None else {"IfNoneMatch": "*"}
         try:
             self.client.put_object(
-                Bucket=location.bucket, Key=location.key, Body=data, ContentType=content_type, **condition
+                Bucket=location.bucket, Key=location.key, Body=data, ContentType="application/json", **condition
             )
         except ClientError as error:
             if error_code(error) in _CONFLICT_CODES:
                 raise PointerConflict(str(location)) from None
             raise s3_error(f"cannot write {location}", error) from None
         except BotoCoreError as error:
-            raise s3_error(f"cannot write {location}", error) from None
-
-    def write(self, url: str, data: bytes, content_type: str = "application/json") -> None:
-        """Replace a file or object whole, unconditionally: readers see the old content or the new."""
-        location = parse_location(url)
-        if isinstance(location, Location):
-            write_atomic(location.path, data)
-            return
-        try:  # a single PUT: S3 shows the object whole or not at all
-            self.client.put_object(Bucket=location.bucket, Key=location.key, Body=data, ContentType=content_type)
-        except (ClientError, BotoCoreError) as error:
             raise s3_error(f"cannot write {location}", error) from None
 
     def has_content(self, url: str) -> bool:

@@ -17,9 +17,8 @@ _SIGNATURE = re.compile(r"(?i)(X-Amz-(?:Signature|Credential|Security-Token)=)[^
 _AUTH_HEADER = re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)[^'\"\n]+")
 
 
-def redact(text: str, extra_secrets: tuple[str, ...] = ()) -> str:
-    secrets = [os.environ.get(name, "") for name in SECRET_VARIABLES]
-    for secret in (*secrets, *extra_secrets):
+def redact(text: str) -> str:
+    for secret in (os.environ.get(name, "") for name in SECRET_VARIABLES):
         if secret and len(secret) >= 4:
             text = text.replace(secret, "***")
     text = _USERINFO.sub(r"\g<scheme>***@", text)

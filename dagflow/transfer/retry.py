@@ -97,7 +97,6 @@ def retrying(
     call: Callable[[], T],
     backoff: Backoff,
     *,
-    on_retry: Callable[[int, BaseException], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     attempt = 1
@@ -107,7 +106,5 @@ def retrying(
         except Exception as error:
             if attempt >= backoff.attempts or not is_retryable(error):
                 raise
-            if on_retry is not None:
-                on_retry(attempt, error)
             sleep(backoff.delay(attempt))
             attempt += 1
