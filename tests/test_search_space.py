@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -29,7 +27,6 @@ def test_layout_gives_each_element_its_own_coordinates() -> None:
     # lr 1 + w 3 + layers 1 + units 2 + act 3 (one-hot) + opts 2x2
     assert space.dim == 1 + 3 + 1 + 2 + 3 + 4
     assert space.discrete.tolist() == [False] * 4 + [True] * 10
-    assert space.cardinality() == math.inf
 
 
 def test_round_trip_of_every_type() -> None:
@@ -90,15 +87,6 @@ def test_snap_is_what_encode_of_decode_gives() -> None:
     for row, snap in zip(rows, snapped, strict=True):
         assert snap == pytest.approx(space.encode(space.decode(row)))
     assert np.array_equal(space.snap(snapped), snapped)
-
-
-def test_discrete_cardinality() -> None:
-    space = SearchSpace({
-        "k": VariableSpec(type="INT", min=1, max=3, size=2),
-        "e": VariableSpec(type="ENUM", options=["x", "y"]),
-    })
-    assert space.cardinality() == 3 * 3 * 2
-    assert space.is_discrete
 
 
 @settings(max_examples=60, deadline=None)

@@ -144,20 +144,6 @@ class SearchSpace:
     def names(self) -> list[str]:
         return [variable.name for variable in self.variables]
 
-    @property
-    def is_discrete(self) -> bool:
-        return bool(self.discrete.all())
-
-    def cardinality(self) -> float:
-        """Number of distinct points (inf when any variable is continuous)."""
-        total = 1.0
-        for variable in self.variables:
-            if variable.type == "FLOAT":
-                return math.inf
-            choices = len(variable.options) if variable.type == "ENUM" else variable.int_max - variable.int_min + 1
-            total *= float(choices) ** variable.size
-        return total
-
     def encode(self, params: Mapping[str, Any]) -> np.ndarray:
         missing = [name for name in self.names if name not in params]
         if missing:
