@@ -12,6 +12,7 @@ import classad2
 import htcondor2
 import pytest
 
+from dagflow.agent.condor_config import read_params
 from dagflow.engines.condor.lint import DagFile
 from dagflow.engines.condor.submit_writer import runtime_environment
 from dagflow.plan.model import Node, Plan, Resources, StepInfo
@@ -245,3 +246,14 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     monkeypatch.undo()
     time.tzset()
+
+
+def advertised_attributes(config_file: Path) -> classad2.ClassAd:
+    """The ClassAd attributes a startd reading `config_file` would add through STARTD_ATTRS."""
+    values = read_params(config_file, ["STARTD_ATTRS"])
+    names = [name for name in re.split(r"[\s,]+", values["STARTD_ATTRS"] or "") if name]
+    ad = classad2.ClassAd()
+    for name in names:
+        if values.get(name) is not None:
+            ad[name] = classad2.ExprTree(values[name])
+    return ad

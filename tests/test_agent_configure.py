@@ -12,10 +12,11 @@ from pathlib import Path
 import classad2
 import pytest
 from aws_fixtures import ImdsState
+from condor_helpers import advertised_attributes
 from test_autoscale_aws import condor_submit_requirements
 from typer.testing import CliRunner
 
-from dagflow.agent.condor_config import ConfigError, advertised_attributes, read_params
+from dagflow.agent.condor_config import ConfigError, read_params
 from dagflow.agent.configure import CONFIG_FILE_NAME, ConfigureOptions, configure
 from dagflow.agent.imds import Imds
 from dagflow.autoscale.matching import htcondor_match

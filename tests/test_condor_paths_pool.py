@@ -18,10 +18,10 @@ import boto3
 import classad2
 import pytest
 from aws_fixtures import ImdsState, create_asg
+from condor_helpers import advertised_attributes
 from condor_pool import Pool
 from test_search_scheduler_support import trial_rows
 
-from dagflow.agent.condor_config import advertised_attributes
 from dagflow.agent.configure import ConfigureOptions, configure
 from dagflow.agent.imds import Imds
 from dagflow.gpus import GpuSummary, parse_nvidia_smi

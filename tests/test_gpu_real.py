@@ -16,12 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from condor_helpers import job_ad, machine_ad, node_submit, step
+from condor_helpers import advertised_attributes, job_ad, machine_ad, node_submit, step
 from local_run import run_local
 from test_local_support import make_plan, node
 from test_local_support import step as local_step
 
-from dagflow.agent.condor_config import advertised_attributes
 from dagflow.agent.configure import ConfigureOptions, configure
 from dagflow.engines.condor.compile import compile_plan
 from dagflow.engines.condor.lint import parse_dag

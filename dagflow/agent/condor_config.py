@@ -129,14 +129,3 @@ def read_params(config_file: Path, names: Iterable[str], timeout_s: float = 60.0
         message = (result.stderr.strip() or result.stdout.strip() or f"exit code {result.returncode}").splitlines()
         raise ConfigError(f"HTCondor rejected the configuration {config_file}: {' / '.join(message[-3:])}")
     return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-def advertised_attributes(config_file: Path) -> classad2.ClassAd:
-    """The ClassAd attributes a startd reading `config_file` would add through STARTD_ATTRS."""
-    values = read_params(config_file, ["STARTD_ATTRS"])
-    names = [name for name in re.split(r"[\s,]+", values["STARTD_ATTRS"] or "") if name]
-    ad = classad2.ClassAd()
-    for name in names:
-        if values.get(name) is not None:
-            ad[name] = classad2.ExprTree(values[name])
-    return ad
