@@ -39,13 +39,13 @@ from dagflow.spec.model import (
     PromoteSpec,
     ResourcesSpec,
     RetrySpec,
+    RuntimeSpec,
     ScheduleSpec,
     SearchSpec,
     StepSpec,
     VariableSpec,
     fan_out_axes,
 )
-from dagflow.spec.runtime_checks import runtime_errors
 from dagflow.spec.schema_messages import schema_message
 from dagflow.spec.sections import NO_ENGINES, EngineSections
 from dagflow.spec.sharing import undeclared_sharing
@@ -664,3 +664,31 @@ def _meant(key: str, allowed: list[str]) -> str | None:
     """The "did you mean" of an unknown key: the field another tool's name for it means, else the closest."""
     meant = _SYNONYMS.get(key.lower())
     return f"did you mean {meant!r}?" if meant in allowed else closest(key, allowed)
+
+
+_BLANK = re.compile(r"\s")
+
+
+def runtime_errors(model: PipelineSpec, positions: Positions, filename: str) -> list[Diagnostic]:
+    """Checks of `runtime:` (pipeline-wide and per step): values that reach an execute node's command line."""
+    found: list[Diagnostic] = []
+    layers: list[tuple[Path_, RuntimeSpec | None]] = [(("runtime",), model.runtime)]
+    layers += [(("steps", name, "runtime"), step.runtime) for name, step in model.steps.items()]
+    for base, runtime in layers:
+        if runtime is None:
+            continue
+        for field in ("python", "container_image"):
+            value = getattr(runtime, field)
+            if value is None:
+                continue
+            path = (*base, field)
+            problem = None
+            if not value or _BLANK.search(value) or CONTROL_CHARACTERS.search(value):
+                problem = f"{value!r} must be one word: no blanks or control characters"
+            elif field == "python" and not value.startswith("/"):
+                problem = f"{value!r} is not an absolute path (a job has no pipeline directory to start from)"
+            if problem:
+                line, column = positions.of(path)
+                hint = "e.g. /opt/venv/bin/python" if field == "python" else "e.g. docker://python:3.11-slim"
+                found.append(Diagnostic(filename, line, column, dotted(path), problem, hint=hint))
+    return found
