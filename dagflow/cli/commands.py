@@ -20,7 +20,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from dagflow.cli.common import print_json_error
+from dagflow.cli.messages import print_json_error
 from dagflow.cli.root import app
 
 # In the order `dagflow --help` lists their commands.

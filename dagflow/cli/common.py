@@ -11,15 +11,12 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from dagflow.cli.messages import JSON_ERRORS, error_object, print_json_error, print_spec_warnings, show_error
+from dagflow.cli.messages import JSON_ERRORS, print_spec_warnings, show_error
 from dagflow.errors import DagflowError, Diagnostic, SpecError
 
 if TYPE_CHECKING:
     from dagflow.plan.searched import SearchedParams
     from dagflow.spec import Spec
-
-
-__all__ = ["error_object", "fail", "print_json_error", "print_spec_warnings"]
 
 
 def note_json(ctx: typer.Context, value: bool) -> bool:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dagflow.cli.common import JsonOption, fail, print_spec_warnings
+from dagflow.cli.common import JsonOption, fail
+from dagflow.cli.messages import print_spec_warnings
 from dagflow.cli.root import app
 from dagflow.errors import DagflowError
 from dagflow.run.layout import DEFAULT_RUNS_DIR

@@ -14,8 +14,6 @@ from dagflow.cli.root import app
 from dagflow.errors import DagflowError
 from dagflow.transfer.progress import human_bytes
 
-__all__ = ["human_bytes"]
-
 JobsOption = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Files moved at once (S3).")]
 PartSizeOption = Annotated[
     str, typer.Option("--part-size", help="Part size for multipart S3 transfers (at least 5MB).")
