@@ -165,7 +165,6 @@ class NodeRecord:
     started: float | None = None  # wall time of the latest attempt's start
     ended: float | None = None
     pid: int | None = None
-    start_ticks: int | None = None
     key: str | None = None  # cache key of the succeeded or cached node
     restarts: int = 0  # checkpoint restarts (end events with state checkpointed)
 
@@ -206,7 +205,6 @@ class JournalState:
             record.started = _optional(event, "t", float)
             record.ended = None
             record.pid = pid
-            record.start_ticks = event.get("st") if isinstance(event.get("st"), int) else None
             record.rc = record.why = None
         elif kind == END_EVENT:
             name, state = _name(event), event.get("s")
