@@ -380,7 +380,7 @@ def run_optuna_spearmint(kind: str, sampler_name: str, seed: int, budget: int) -
 
     import optuna
 
-    from dagflow.search.threads import single_threaded
+    from dagflow.search.optimizer import single_threaded
 
     optuna.logging.set_verbosity(logging.WARNING)
     warnings.filterwarnings("ignore")

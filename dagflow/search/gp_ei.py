@@ -67,9 +67,8 @@ from dagflow.search.acquisition import (
     minimise_mean,
 )
 from dagflow.search.gp import NOISE_MODELS, GPModel, Standardiser, fit_gp
-from dagflow.search.optimizer import Observation, Taken, fill_random, rng_for
+from dagflow.search.optimizer import Observation, Taken, fill_random, rng_for, single_threaded
 from dagflow.search.space import Params, SearchSpace
-from dagflow.search.threads import single_threaded
 
 # The exploitation point is skipped when it is a point already taken. While other trials are still
 # running (a scheduler asking for one point at a time as slots free up), it is also skipped when a taken

@@ -11,7 +11,8 @@ Optimisers minimise. `loss()` turns a metric into a loss for a `goal: maximize` 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +22,19 @@ from dagflow.search.space import Params, SearchSpace
 
 # Snapped unit vectors closer than this (max-norm) are the same point.
 SAME_POINT = 1e-9
+
+
+@contextmanager
+def single_threaded() -> Iterator[None]:
+    """Keep the numerical libraries on one thread while an optimiser works. GP fits are many small matrix
+    operations; on a 2-core machine multi-threaded BLAS/OpenMP spent more time synchronising than
+    computing (about 10x slower, measured). The cap is applied at run time, around each suggestion, not
+    through OMP_NUM_THREADS: environment variables act only before numpy is first imported, and they would
+    leak into the trial processes a scheduler starts, whose training code should keep every core."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        yield
 
 
 @dataclass(frozen=True, slots=True)

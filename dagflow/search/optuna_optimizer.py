@@ -12,9 +12,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dagflow.search.optimizer import Observation, rng_for
+from dagflow.search.optimizer import Observation, rng_for, single_threaded
 from dagflow.search.space import Params, SearchSpace, Variable
-from dagflow.search.threads import single_threaded
 
 
 def _names(variable: Variable) -> list[str]:
