@@ -285,7 +285,7 @@ class SearchStore:
                   trial_run_id(search, number, region), now, now + timeout_s)
                  for number, params in zip(numbers, points, strict=True)],
             )  # fmt: skip
-        return [self._trial(search, region, number) for number in numbers]
+        return [self.trial(search, region, number) for number in numbers]
 
     def set_run_id(self, trial: Trial, run_id: str) -> Trial:
         """Give a trial that is still submitting another run id (its own was taken by another run)."""
@@ -294,7 +294,7 @@ class SearchStore:
                 "UPDATE trials SET run_id = ? WHERE search = ? AND region = ? AND number = ? AND state = ?",
                 (run_id, trial.search, trial.region, trial.number, SUBMITTING),
             )
-        return self._trial(trial.search, trial.region, trial.number)
+        return self.trial(trial.search, trial.region, trial.number)
 
     def mark_submitted(self, trial: Trial, handle: str | None) -> Trial:
         with self.transaction() as db:
@@ -303,7 +303,7 @@ class SearchStore:
                 "WHERE search = ? AND region = ? AND number = ? AND state = ?",
                 (RUNNING, handle, time.time(), trial.search, trial.region, trial.number, SUBMITTING),
             )
-        return self._trial(trial.search, trial.region, trial.number)
+        return self.trial(trial.search, trial.region, trial.number)
 
     def finish(
         self,
@@ -365,14 +365,11 @@ class SearchStore:
             args += (region,)
         return [_trial_of(self.path, row) for row in self._db.execute(query + " ORDER BY region, number", args)]
 
-    def trial(self, search: str, region: str, number: int) -> Trial:
-        return self._trial(search, region, number)
-
     def damaged(self, trial: Trial, problem: str) -> SearchStoreError:
         """The error for a trial row whose content the caller found unusable."""
         return SearchStoreError(f"{self.path}: {trial_label(trial.search, trial.region, trial.number)}: {problem}")
 
-    def _trial(self, search: str, region: str, number: int) -> Trial:
+    def trial(self, search: str, region: str, number: int) -> Trial:
         row = self._db.execute(
             "SELECT * FROM trials WHERE search = ? AND region = ? AND number = ?", (search, region, number)
         ).fetchone()
