@@ -42,16 +42,9 @@ from dagflow.run.layout import DRY_RUN_FILE, RunLayout
 from dagflow.run.live_runs import Live
 from dagflow.run.result import EXIT_INTERRUPTED
 from dagflow.run.session import Work
-from dagflow.run.status import RUN_RUNNING, RunStatus
+from dagflow.run.status import RUN_RUNNING, RunStatus, read_status
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
 from dagflow.text import plural
-
-
-def read_condor_status(layout: RunLayout) -> RunStatus:
-    """observe.py's reading, imported when a status is read: `dagflow submit` reads none (#41 item 3)."""
-    from dagflow.engines.condor.observe import read_condor_status as read
-
-    return read(layout)
 
 
 class CondorRunError(DagflowError):
@@ -148,7 +141,6 @@ class CondorEngine(EngineBase):
             self.settings["max_gpu_jobs"], **{name: self.settings.get(name) for name in MANNERS}
         )
         self.last: Submission | None = None  # the latest submission, for submitted()
-        self._ingested: RunStatus | None = None  # the status the last ingest read, for the read after it
 
     # The backend the run session drives.
 
@@ -249,14 +241,11 @@ class CondorEngine(EngineBase):
 
     def ingest(self, run_dir: Path) -> bool:
         """Fold what DAGMan and the jobs wrote since the last ingest into the run directory (ingest.py)."""
-        self._ingested = ingest_condor(RunLayout.from_run_dir(run_dir))
-        return self._ingested is not None
+        return ingest_condor(RunLayout.from_run_dir(run_dir))
 
     def read_status(self, layout: RunLayout) -> RunStatus:
-        ingested, self._ingested = self._ingested, None  # what an ingest just read: the same files, not again
-        if ingested is not None and ingested.layout.run_dir == layout.run_dir:
-            return ingested
-        return read_condor_status(layout)
+        """The run directory as its last ingest left it (the plan's index: a big plan takes seconds)."""
+        return read_status(layout, index=True)
 
     def cancel(self, run_dir: Path) -> None:
         """condor_rm the run's DAGMan job (DAGMan removes its node jobs and writes a rescue DAG)."""
@@ -287,7 +276,7 @@ class CondorEngine(EngineBase):
         before = None
         said = ""
         if work.resume:
-            before = None if json_output else read_condor_status(layout)
+            before = None if json_output else read_status(layout, index=True)
             try:
                 self.launch(layout, work)
             except NothingToResubmitError:
