@@ -11,14 +11,16 @@ journal (run/status.py `read_status`), writing nothing:
 
 `nodes` are the records the journal shows otherwise: a job waiting in the queue or held, and why (an idle
 job's reason, from the schedd), and what the scheduler tells that the journal's events do not. The file is
-replaced whole (a reader sees an old one or a new one); one that is damaged or of another format is none.
+replaced whole (a reader sees an old one or a new one) and ends with a line holding its checksum; one that
+is damaged or of another format is none.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import asdict, dataclass, field
+import zlib
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +49,10 @@ class Observed:
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
 
     def write(self, run_dir: Path) -> None:
-        data = {**asdict(self), "nodes": {name: record_row(record) for name, record in self.nodes.items()}}
-        write_atomic(Path(run_dir) / OBSERVED_FILE, json.dumps({"format": FORMAT, **data}).encode())
+        data = {name: getattr(self, name) for name in _FIELDS}
+        data["nodes"] = {name: record_row(record) for name, record in self.nodes.items()}
+        body = json.dumps({"format": FORMAT, **data}).encode()
+        write_atomic(Path(run_dir) / OBSERVED_FILE, body + b"\n%08x" % zlib.crc32(body))
 
     def apply(self, journal: JournalState) -> None:
         """The journal as the scheduler tells the run: its nodes' records and the run's times and end."""
@@ -57,10 +61,14 @@ class Observed:
         journal.finished, journal.finished_at = self.finished, self.finished_at
 
 
+_FIELDS = [item.name for item in fields(Observed)]
+
+
 def read_observed(run_dir: Path) -> Observed | None:
     """The run's observed.json, or None (none kept, damaged, or of another format)."""
-    with contextlib.suppress(OSError, ValueError, RecursionError, TypeError, KeyError):
-        data = json.loads((Path(run_dir) / OBSERVED_FILE).read_bytes())
+    with contextlib.suppress(OSError, ValueError, RecursionError, TypeError, KeyError, IndexError):
+        body, _, check = (Path(run_dir) / OBSERVED_FILE).read_bytes().rpartition(b"\n")
+        data = json.loads(body) if check == b"%08x" % zlib.crc32(body) else None
         if isinstance(data, dict) and data.pop("format", None) == FORMAT:
             nodes = {str(name): NodeRecord(*row[:6], restarts=row[6]) for name, row in data.pop("nodes").items()}
             observed = Observed(**data, nodes=nodes)

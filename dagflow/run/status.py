@@ -74,10 +74,6 @@ class StatusSummary:
     listed: dict[str, tuple[str, NodeRecord]]
     steps: list[StepRow]
 
-    def shown(self) -> list[str]:
-        """The nodes the text view lists one row each."""
-        return rows_to_show(self.listed, ROW_LIMIT)
-
 
 def rows_to_show(listed: dict[str, tuple[str, NodeRecord]], limit: int) -> list[str]:
     """At most `limit` of the listed nodes, in plan order: those in ROW_PRIORITY's first states first."""
