@@ -4,15 +4,21 @@ read (run/status.py), and reads the same from a run directory made read-only."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from dagflow.engines.condor import observe
 from dagflow.engines.condor.ingest import ingest_condor
-from dagflow.engines.registry import engine_for_run
+from dagflow.engines.registry import engine_for_run, read_run_status
 from dagflow.run.journal import read_journal
 from dagflow.run.layout import RunLayout
-from dagflow.run.observed import OBSERVED_FILE
+from dagflow.run.observed import OBSERVED_FILE, read_observed
 from dagflow.run.status import read_status
+from dagflow.search.scheduler_observe import never_started
 from tests.condor_helpers import utc  # noqa: F401 (an autouse fixture)
 from tests.run_dir_support import entries, read_only
 from tests.test_condor_ingest_again import json_of, make_run, text_of
@@ -71,3 +77,28 @@ def test_what_the_journal_cannot_say_is_observed_beside_it(tmp_path: Path) -> No
     assert status.record("train.br").why.startswith("held: The job exceeded allowed execute duration")
     (layout.run_dir / OBSERVED_FILE).unlink()
     assert read_status(layout, index=True).node_states()["train.br"] == "pending"  # the journal alone
+
+
+def test_a_search_sees_a_submitted_trial_that_was_never_ingested_as_started(tmp_path: Path) -> None:
+    """A scheduler restarted before it marked a condor trial submitted asks whether the run ever started:
+    DAGMan runs it, so it did (a `never started` would submit the DAG a second time)."""
+    layout = make_run(tmp_path, "running")
+    assert never_started(layout.run_dir) is False
+
+
+def test_the_status_warmer_ingests_a_submission_as_it_starts(tmp_path: Path) -> None:
+    """What reads the run directory without ingesting it (`dagflow runs`) sees a submitted run running, not
+    only once its DAG has ended."""
+    layout = make_run(tmp_path, "running")
+    argv = [sys.executable, "-c", "import sys; from dagflow.engines.condor import status_warmer as w; "
+            "w.FOLLOW_S = 0.2; sys.exit(w.main(sys.argv[1:]))", str(layout.run_dir), "100"]  # fmt: skip
+    warmer = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300  # a safety net: under load a warmer starts in seconds
+        while read_observed(layout.run_dir) is None and warmer.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert read_run_status(layout).state == "running"
+    finally:
+        os.killpg(warmer.pid, signal.SIGKILL)
+        out, _ = warmer.communicate(timeout=60)
+    assert b"Traceback" not in out

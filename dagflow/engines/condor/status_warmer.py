@@ -1,8 +1,10 @@
 """Ingests a condor run when its DAG ends: a detached process that `dagflow submit` (and resubmit, and
 each search trial) leaves beside the DAGMan job it submits.
 
-It follows the DAGMan job's own event log with htcondor2.JobEventLog, as condor_wait does, until that job
-terminates or is removed, then ingests the run once (ingest.py): that records the nodes' usage
+It ingests the run once as it starts, so that what reads the run directory without ingesting it
+(`dagflow runs`) sees the submission running, then follows the DAGMan job's own event log with
+htcondor2.JobEventLog, as condor_wait does, until that job terminates or is removed, and ingests the run
+again (ingest.py): that records the nodes' usage
 (usage.jsonl), journals them and records what DAGMan's files say beside the journal (run/observed.py).
 The first status a user asks for after the DAG ended then reads the run directory only
 (benchmarks/status.py times both). A status asked for while it works waits for its ingest, then reads.
@@ -16,6 +18,7 @@ errors go to condor/status-warmer.log.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -25,6 +28,7 @@ from pathlib import Path
 
 from dagflow.data import with_import_root
 from dagflow.engines.condor.records import CondorRecord, Submission, condor_dir
+from dagflow.errors import DagflowError
 
 LOG_FILE = "status-warmer.log"
 FOLLOW_S = 30.0  # one wait on the DAGMan job's log, after which the run directory is looked at again
@@ -85,6 +89,10 @@ def warm(run_dir: Path) -> None:
 def main(argv: list[str]) -> int:
     run_dir, cluster = Path(argv[0]), int(argv[1])
     try:
+        found = _latest(run_dir)
+        if found is not None and found[1].cluster == cluster:
+            with contextlib.suppress(DagflowError):  # not a whole run (yet): nothing to show running
+                warm(run_dir)
         if wait_for_end(run_dir, cluster):
             warm(run_dir)
     except Exception:  # report and go: the next status ingests the files itself
