@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from dagflow.engines.condor import observe
+from dagflow.engines.condor.engine import CondorEngine
 from dagflow.engines.condor.ingest import ingest_condor
 from dagflow.engines.registry import engine_for_run, read_run_status
 from dagflow.run.journal import read_journal
@@ -102,3 +103,18 @@ def test_the_status_warmer_ingests_a_submission_as_it_starts(tmp_path: Path) -> 
         os.killpg(warmer.pid, signal.SIGKILL)
         out, _ = warmer.communicate(timeout=60)
     assert b"Traceback" not in out
+
+
+def test_a_run_is_live_as_dagmans_files_say_now(tmp_path: Path) -> None:
+    """The live-run rule asks before anything ingests: a run never ingested whose DAGMan runs is live, and
+    one whose last ingest saw DAGMan alive, with files changed since (it ended), is not."""
+    engine = CondorEngine(tmp_path)
+    live = engine.live(make_run(tmp_path / "a", "running"))
+    assert live is not None and live.driver == "DAGMan job 100.0" and "train.br" in live.running
+    layout = make_run(tmp_path / "b", "failed")  # another runs dir: the live one above refuses its nodes
+    ingest_condor(layout)
+    seen = read_observed(layout.run_dir)
+    assert seen is not None and engine.live(layout) is None
+    seen.alive, seen.key = True, {}  # what an ingest saw while DAGMan ran
+    seen.write(layout.run_dir)
+    assert read_status(layout, index=True).state == "running" and engine.live(layout) is None

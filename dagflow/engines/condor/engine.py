@@ -4,7 +4,6 @@ from the rescue DAG."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shutil
 import sys
@@ -18,7 +17,7 @@ from dagflow.engines.base import RESOURCE_FIELDS, EngineBase, EngineOption, Repo
 from dagflow.engines.condor import status_warmer
 from dagflow.engines.condor.compile import compile_plan, run_manners
 from dagflow.engines.condor.dag_writer import DagOptions
-from dagflow.engines.condor.ingest import ingest_condor, observe_condor
+from dagflow.engines.condor.ingest import ingest_condor, observe_condor, status_now
 from dagflow.engines.condor.jobstate import read_jobstate
 from dagflow.engines.condor.manners import FIELDS as MANNERS
 from dagflow.engines.condor.preflight import UnstartableError, refuse_unstartable, writable_or_error
@@ -38,6 +37,7 @@ from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.run.follow import follow_run, runs_dir_hint, terminal_reporter
+from dagflow.run.journal import DONE_STATES
 from dagflow.run.layout import DRY_RUN_FILE, RunLayout
 from dagflow.run.live_runs import Live
 from dagflow.run.result import EXIT_INTERRUPTED
@@ -265,8 +265,11 @@ class CondorEngine(EngineBase):
         record = CondorRecord.load(layout.run_dir)
         if record is None or record.latest is None:  # never submitted: nothing of it runs
             return None
-        live = super().live(layout)  # DAGMan's job alive, as `resubmit` refuses it
-        return None if live is None else dataclasses.replace(live, driver=f"DAGMan job {record.latest.cluster}.0")
+        status = status_now(layout)  # DAGMan's job alive, as `resubmit` refuses it
+        if not status.runner_alive:
+            return None
+        waiting = frozenset(name for name, state in status.node_states().items() if state not in DONE_STATES)
+        return Live(waiting, driver=f"DAGMan job {record.latest.cluster}.0")
 
     def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
         """Submit the DAG (or, resuming, its rescue DAG unless the run succeeded) and wait for DAGMan to end,

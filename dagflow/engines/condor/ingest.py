@@ -96,6 +96,19 @@ def observe_condor(layout: RunLayout) -> RunStatus:
     return read_status(layout, index=True)
 
 
+def status_now(layout: RunLayout) -> RunStatus:
+    """The run as DAGMan's files say now, writing nothing (whether it is live, for the live-run rule): the
+    run directory's status when its last ingest read these very files, else theirs, read here."""
+    record = condor_record(layout)
+    kept = read_observed(layout.run_dir)
+    if kept is not None and kept.key == files_key(layout, record):
+        return read_status(layout, index=True)
+    index = load_plan_index(layout)
+    seen = observe_files(layout, record, index)
+    journal = JournalState(seen.nodes, len(record.submissions), seen.started, seen.finished, seen.finished_at)
+    return RunStatus(layout, index, journal, seen.alive, engine="condor")
+
+
 def files_key(layout: RunLayout, record: CondorRecord) -> dict[str, Any]:
     """What tells that the files an ingest reads changed: the run, the local time zone and year (the event
     log's times are local, and an old-style `MM/DD` one has no year), and each file's mark."""
