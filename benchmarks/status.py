@@ -17,12 +17,13 @@ Then it times:
 - `python -m dagflow status RUN` and `python -m dagflow status RUN --json`, as a user runs them (a fresh
   interpreter each time, stdout to a file, started from a small launcher so that its peak RSS is its own,
   not the benchmark's): wall time, best of 3, and peak RSS (ru_maxrss), against the target (100k nodes: at
-  most 1 s and 300 MB). The first status after the DAG ran, which also records the nodes' usage into
-  usage.jsonl and keeps the status in the run directory, and the first --json after it, which reads every
-  node's usage, are timed on their own; the repeated ones are what a user waits for after that. Then the
-  run directory is put back as the DAG left it and timed as `dagflow submit` leaves it: the status warmer
-  (engines/condor/status_warmer.py), which reads the status once when the DAGMan job's log says it ended,
-  in the background, and the user's first status and --json after it. Each
+  most 1 s and 300 MB). The first status after the DAG ran, which also ingests the run (records the
+  nodes' usage into usage.jsonl, journals them, and records what the journal cannot say beside it), and
+  the first --json after it, which reads every node's usage, are timed on their own; the repeated ones are
+  what a user waits for after that. Then the run directory is put back as the DAG left it and timed as
+  `dagflow submit` leaves it: the status warmer (engines/condor/status_warmer.py), which ingests the run
+  once when the DAGMan job's log says it ended, in the background, and the user's first status and --json
+  after it. Each
   command's output is checked: its counts per state are those the synthetic files say (the text view's rows
   and its `... and N more` line), and --json lists every node, the same each time.
 - dagflow's readers of the node status file, the event log and the jobstate log, and their sum;
@@ -501,9 +502,9 @@ def measure_command(built: BuiltRun, cwd: Path) -> list[tuple[str, str]]:
     """The whole `dagflow status` command, as a user runs it: the first after the DAG ran, then again."""
     base = [sys.executable, "-m", "dagflow"]
     status = [*base, "status", built.run_id, "--runs-dir", str(built.runs_dir)]
-    first = run_command(status, cwd)  # records usage.jsonl from the event log, once; keeps the status
+    first = run_command(status, cwd)  # ingests: usage.jsonl from the event log, the journal, observed.json
     check_text(first.stdout, built)
-    first_json = run_command([*status, "--json"], cwd)  # reads every node's usage; keeps the nodes' text
+    first_json = run_command([*status, "--json"], cwd)  # reads every node's usage
     check_json(first_json.stdout, built)
     text, text_cpu, text_mb = best_of(status, cwd)
     check_text(text.stdout, built)
@@ -512,7 +513,7 @@ def measure_command(built: BuiltRun, cwd: Path) -> list[tuple[str, str]]:
     assert as_json.stdout == first_json.stdout, "a repeated `status --json` differs from the first"
     help_run, help_cpu, help_mb = best_of([*base, "--help"], cwd)
     # As `dagflow submit` leaves it: the status warmer waits for the DAGMan job's end (its log says so
-    # already), reads the status once, in the background; then the user's first status and --json.
+    # already), ingests the run once, in the background; then the user's first status and --json.
     unkept(built)
     warm = [sys.executable, "-m", "dagflow.engines.condor.status_warmer", str(built.run_dir), str(DAGMAN_CLUSTER)]
     warmer = run_command(warm, cwd)
@@ -523,7 +524,7 @@ def measure_command(built: BuiltRun, cwd: Path) -> list[tuple[str, str]]:
     return [
         ("`dagflow status` (repeated)", cell(text, text_cpu, text_mb, built.nodes)),
         ("`dagflow status --json` (repeated)", cell(as_json, json_cpu, json_mb, built.nodes)),
-        ("first `dagflow status`, no warmer (records usage)", cell(first, first.cpu_s, first.peak_mb, built.nodes)),
+        ("first `dagflow status`, no warmer (ingests)", cell(first, first.cpu_s, first.peak_mb, built.nodes)),
         ("first `dagflow status --json` after it", cell(first_json, first_json.cpu_s, first_json.peak_mb, 0)),
         ("status warmer at the DAG's end (in the background)", cell(warmer, warmer.cpu_s, warmer.peak_mb, 0)),
         ("first `dagflow status` after the warmer", cell(warmed, warmed.cpu_s, warmed.peak_mb, built.nodes)),
@@ -536,14 +537,12 @@ def measure_command(built: BuiltRun, cwd: Path) -> list[tuple[str, str]]:
 
 
 def unkept(built: BuiltRun) -> None:
-    """The run directory as the DAG left it: no recorded usage, no kept status."""
-    from dagflow.engines.condor.records import condor_dir
-    from dagflow.engines.condor.status_cache import KEPT_FILES
+    """The run directory as the DAG left it: nothing ingested (no usage, no journal, no observed record)."""
+    from dagflow.run.observed import OBSERVED_FILE
     from dagflow.run.usage import usage_path
 
-    usage_path(built.run_dir).unlink()
-    for name in KEPT_FILES:
-        (condor_dir(built.run_dir) / name).unlink()
+    for path in (usage_path(built.run_dir), built.run_dir / "journal.jsonl", built.run_dir / OBSERVED_FILE):
+        path.unlink()
 
 
 def measure_readers(built: BuiltRun, bindings: bool) -> list[tuple[str, str]]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from condor_runs import prepare_condor
 
-from dagflow.engines.condor.observe import read_condor_status
+from dagflow.engines.condor.ingest import observe_condor as read_condor_status  # status ingests, then reads
 from dagflow.engines.condor.records import CondorRecord
 from dagflow.run.layout import RunLayout
 from tests.condor_helpers import regional_plan, utc  # noqa: F401 (utc: an autouse fixture)

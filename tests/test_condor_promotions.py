@@ -16,7 +16,7 @@ from dagflow.plan.expand import expand
 from dagflow.spec import parse_spec
 from tests.condor_helpers import utc  # noqa: F401 (an autouse fixture)
 from tests.run_dir_support import entries, read_only
-from tests.test_status_cache import json_of, text_of
+from tests.test_condor_ingest_again import json_of, text_of
 
 POOL = Path(__file__).parent / "data" / "condor-pool"
 CLUSTER = 2634  # the DAGMan job that wrote them

@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 from dagflow.cli import app
 from dagflow.engines.condor import event_log as events
 from dagflow.engines.condor import jobstate, status_files
-from dagflow.engines.condor.observe import read_condor_status
+from dagflow.engines.condor.ingest import observe_condor as read_condor_status  # status ingests, then reads
 from dagflow.engines.registry import engine_of_run, read_run_status
 from tests.condor_helpers import regional_plan, utc  # noqa: F401 (utc: an autouse fixture)
 

@@ -1,7 +1,7 @@
 """The status warmer (engines/condor/status_warmer.py): `dagflow submit` leaves one beside the DAGMan job,
-and once that job ends the run's status, its --json nodes and its nodes' usage are kept in the run
-directory before anyone asks, the same as a status read from DAGMan's files. A warmer whose run is gone,
-or resubmitted, stops doing nothing; one killed in its work leaves status right.
+and once that job ends the run is ingested (its journal, observed record and its nodes' usage) before
+anyone asks, the same as a status that ingests DAGMan's files itself. A warmer whose run is gone, or
+resubmitted, stops doing nothing; one killed in its work leaves status right.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from dagflow.engines.condor import status_warmer
 from dagflow.engines.condor.records import CondorRecord, Submission
-from dagflow.engines.condor.status_cache import KEPT_FILES as KEPT
+from dagflow.run.observed import OBSERVED_FILE, read_observed
 from dagflow.run.usage import read_usage
 from tests.condor_pool import Pool
 
@@ -54,32 +54,36 @@ def _status_json(pool: Pool, workdir: Path, run_id: str) -> dict:
 
 
 @pytest.mark.condor_pool
-def test_a_finished_dag_s_status_is_kept_before_anyone_asks(condor_pool: Pool) -> None:
+def _ingested(run_dir: Path) -> bool:
+    observed = read_observed(run_dir)
+    return observed is not None and not observed.alive
+
+
+@pytest.mark.condor_pool
+def test_a_finished_dag_is_ingested_before_anyone_asks(condor_pool: Pool) -> None:
     workdir, run_id, run_dir = _submit(condor_pool)
     cluster = _cluster(run_dir)
     condor = run_dir / "condor"
-    # No `dagflow status` until the DAGMan job has left the queue and the warmer kept the status.
+    # No `dagflow status` until the DAGMan job has left the queue and the warmer ingested the run.
     queued = ["condor_q", "-constraint", f"ClusterId == {cluster}", "-af", "ClusterId"]
     condor_pool.wait_until(lambda: not condor_pool.run(queued).stdout.strip(), "the DAGMan job to leave the queue")
-    condor_pool.wait_until(lambda: all((condor / name).is_file() for name in KEPT), "the warmer to keep the status")
+    condor_pool.wait_until(lambda: _ingested(run_dir), "the warmer to ingest the run")
     assert {record.node for record in read_usage(run_dir)} == {"prepare.us", "prepare.br", "train.us", "train.br"}
     assert (condor / status_warmer.LOG_FILE).read_text() == ""  # no error
     kept = _status_json(condor_pool, workdir, run_id)
     assert kept["state"] == "succeeded" and kept["counts"] == {"succeeded": 4}
-    for name in KEPT:
-        (condor / name).unlink()
-    assert _status_json(condor_pool, workdir, run_id) == kept  # what the files say, read again
+    (run_dir / OBSERVED_FILE).unlink()
+    assert _status_json(condor_pool, workdir, run_id) == kept  # what the files say, ingested again
 
 
 @pytest.mark.condor_pool
 def test_a_warmer_killed_while_it_works_leaves_status_right(condor_pool: Pool) -> None:
     workdir, run_id, run_dir = _submit(condor_pool)
-    condor = run_dir / "condor"
-    condor_pool.wait_until(lambda: all((condor / name).is_file() for name in KEPT), "the warmer to keep the status")
+    condor_pool.wait_until(lambda: _ingested(run_dir), "the warmer to ingest the run")
     truth = _status_json(condor_pool, workdir, run_id)
-    for name in KEPT:
-        (condor / name).unlink()
     for delay in (0.05, 0.2, 0.5):  # a warmer of the ended job, killed at some point of its work
+        for path in (run_dir / "journal.jsonl", run_dir / OBSERVED_FILE):
+            path.unlink()  # ingested again from the start
         argv = [sys.executable, "-m", "dagflow.engines.condor.status_warmer", str(run_dir), str(_cluster(run_dir))]
         # as the pool user, in a process group of its own (runuser's child stays in it)
         warmer = subprocess.Popen(condor_pool._as_user(argv, None), cwd=workdir, start_new_session=True)
@@ -102,7 +106,7 @@ def test_a_warmer_stops_when_its_run_is_resubmitted_or_gone(tmp_path: Path) -> N
     record.add_submission(run_dir, 8)  # resubmitted: job 8 has its own warmer
     out, _ = warmer.communicate(timeout=120)
     assert warmer.returncode == 0 and out == ""
-    assert not any((run_dir / "condor" / name).exists() for name in KEPT)
+    assert not (run_dir / OBSERVED_FILE).exists()
 
     record.submissions = [Submission(9, 0.0)]
     record.save(run_dir)

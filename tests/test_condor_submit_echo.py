@@ -19,8 +19,8 @@ SECOND = 1740837605
 
 def _states(jobstate: bytes, jobs: dict[str, ev.NodeJob]) -> dict[str, str]:
     index = PlanIndex.of(regional_plan())
-    names, states, *_ = fold(index, None, parse_jobstate(jobstate), jobs, dagman_alive=True)
-    return dict(zip(names, states, strict=True))
+    records = fold(index, None, parse_jobstate(jobstate), jobs, dagman_alive=True)
+    return {name: record.state for name, record in records.items()}
 
 
 def _running(cluster: int) -> ev.NodeJob:
@@ -29,16 +29,14 @@ def _running(cluster: int) -> ev.NodeJob:
 
 def test_a_job_running_in_its_submit_second_is_running() -> None:
     jobstate = (
-        f"{SECOND - 3} INTERNAL *** DAGMAN_STARTED 100.0 ***\n"
-        f"{SECOND} fetch.us SUBMIT 7.0 fetch - 1\n"
+        f"{SECOND - 3} INTERNAL *** DAGMAN_STARTED 100.0 ***\n{SECOND} fetch.us SUBMIT 7.0 fetch - 1\n"
     ).encode()
     assert _states(jobstate, {"fetch.us": _running(7)})["fetch.us"] == "running"
 
 
 def test_a_same_second_submit_of_a_new_job_still_wins() -> None:
     jobstate = (
-        f"{SECOND - 3} INTERNAL *** DAGMAN_STARTED 100.0 ***\n"
-        f"{SECOND} fetch.us SUBMIT 8.0 fetch - 2\n"
+        f"{SECOND - 3} INTERNAL *** DAGMAN_STARTED 100.0 ***\n{SECOND} fetch.us SUBMIT 8.0 fetch - 2\n"
     ).encode()
     assert _states(jobstate, {"fetch.us": _running(7)})["fetch.us"] == "queued"
 
@@ -66,5 +64,5 @@ def test_a_status_file_written_after_the_execute_but_before_dagman_read_it_does_
     snapshot.nodes["fetch.us"] = sf.NodeStatusAd(sf.SUBMITTED, "idle", 0, 1, 0)
     lines = f"{SECOND - 6} fetch.us SUBMIT 7.0 fetch - 1\n{SECOND} fetch.us EXECUTE 7.0 fetch - 1\n"
     jobstate = parse_jobstate(lines.encode())
-    names, states, *_ = fold(index, snapshot, jobstate, {"fetch.us": _running(7)}, dagman_alive=True)
-    assert dict(zip(names, states, strict=True))["fetch.us"] == "running"
+    records = fold(index, snapshot, jobstate, {"fetch.us": _running(7)}, dagman_alive=True)
+    assert records["fetch.us"].state == "running"

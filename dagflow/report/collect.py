@@ -83,7 +83,8 @@ def collect(status: RunStatus, search_db: Path | None = None) -> RunReport:
 
 
 def collect_run(layout: RunLayout, search_db: Path | None = None) -> RunReport:
-    return collect(read_run_status(layout), search_db)
+    """The run's report, as `dagflow status` reads it: what its engine observed ingested first."""
+    return collect(read_run_status(layout, ingest=True), search_db)
 
 
 def read_metrics(plan: Plan) -> tuple[dict[str, dict[str, Any]], int]:

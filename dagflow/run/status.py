@@ -8,10 +8,10 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO
 
 from dagflow.bounded import BoundedInputError, read_tail
 from dagflow.plan import Plan
@@ -35,6 +35,7 @@ from dagflow.run.journal import (
 )
 from dagflow.run.layout import RunLayout
 from dagflow.run.lock import is_locked
+from dagflow.run.observed import read_observed
 from dagflow.run.promotions import promotion_nodes, promotion_records
 from dagflow.run.step_table import StepRow, step_rows
 from dagflow.run.usage import NodeUsage, latest_by_node, read_usage, usage_dict
@@ -61,36 +62,17 @@ ROW_LIMIT = 20  # the most nodes a bigger run's text view lists one row each, un
 ROW_PRIORITY = (FAILED, HELD, RETRYING, INTERRUPTED, RUNNING, CHECKPOINTED, QUEUED, UPSTREAM_FAILED)
 
 
-class NodesTextKeeper(Protocol):
-    def write(self, text: str) -> None: ...
-    def commit(self) -> None: ...
-    def abort(self) -> None: ...
-
-
-class NodesTextCache(Protocol):
-    """Where an engine keeps the text of `status --json`'s nodes for the status it was read with."""
-
-    def copy_to(self, write: Callable[[bytes], object]) -> bool: ...
-    def keeper(self) -> NodesTextKeeper | None: ...
-
-
 @dataclass(slots=True)
 class StatusSummary:
-    """What the text view of a run shows of its nodes, computed in one pass (an engine may cache it):
-    counts per state, progress per matrix axis, and the nodes not in QUIET_STATES, in plan order, with
-    their state and record; `usage`: the latest usage (None: none) of the nodes the view lists, where known;
-    `steps`: the table per step."""
+    """What the text view of a run shows of its nodes, computed in one pass: counts per state, progress per
+    matrix axis, the nodes not in QUIET_STATES, in plan order, with their state and record, and the table
+    per step."""
 
     total: int
     counts: dict[str, int]
     progress: dict[str, dict[str, dict[str, int]]]
     listed: dict[str, tuple[str, NodeRecord]]
-    usage: dict[str, NodeUsage | None] = field(default_factory=dict)
-    steps: list[StepRow] | None = None  # the table per step (run/step_table.py); None: not known
-
-    def shown(self) -> list[str]:
-        """The nodes the text view lists one row each."""
-        return rows_to_show(self.listed, ROW_LIMIT)
+    steps: list[StepRow]
 
 
 def rows_to_show(listed: dict[str, tuple[str, NodeRecord]], limit: int) -> list[str]:
@@ -104,77 +86,12 @@ def rows_to_show(listed: dict[str, tuple[str, NodeRecord]], limit: int) -> list[
     return [name for position, name in enumerate(listed) if position in chosen]
 
 
-class RecordColumns(Mapping[str, NodeRecord]):
-    """The journal's node records kept as columns (a big condor run's, read from its status cache): a
-    NodeRecord is built when asked for, and kept (a change made to it stays). `load` gives the columns
-    on first need, as (names, states, attempts, rc, why, started, ended), one item per node with a record;
-    `known` records are answered without loading them."""
-
-    __slots__ = ("_built", "_columns", "_load", "_position")
-
-    def __init__(self, load: Callable[[], tuple[list[Any], ...]], known: dict[str, NodeRecord] | None = None):
-        self._load = load
-        self._columns: tuple[list[Any], ...] | None = None
-        self._position: dict[str, int] | None = None
-        self._built: dict[str, NodeRecord] = dict(known or {})
-
-    def _loaded(self) -> tuple[list[Any], ...]:
-        if self._columns is None:
-            self._columns = self._load()
-            self._position = dict(zip(self._columns[0], range(len(self._columns[0])), strict=False))
-        return self._columns
-
-    def __getitem__(self, name: str) -> NodeRecord:
-        built = self._built.get(name)
-        if built is None:
-            columns = self._loaded()
-            at = self._position[name]  # type: ignore[index]  # KeyError: no record
-            built = self._built[name] = NodeRecord(*(column[at] for column in columns[1:]))
-        return built
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._built or name in self._loaded_position()
-
-    def _loaded_position(self) -> dict[str, int]:
-        self._loaded()
-        return self._position  # type: ignore[return-value]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._loaded()[0])
-
-    def __len__(self) -> int:
-        return len(self._loaded()[0])
-
-    def rows(self) -> dict[str, tuple[Any, ...]]:
-        """Each record's fields as a tuple (state, attempts, rc, why, started, ended, restarts), without
-        building the records."""
-        columns = self._loaded()
-        restarts = [0] * len(columns[0])  # condor has no checkpoint restarts
-        found = dict(zip(columns[0], zip(*columns[1:], restarts, strict=True), strict=True))
-        found.update((name, _record_row(record)) for name, record in self._built.items() if name in found)
-        return found
-
-    def times(self) -> dict[str, tuple[float | None, float | None]]:
-        """Each record's (started, ended), without building the records."""
-        columns = self._loaded()
-        found = dict(zip(columns[0], zip(columns[5], columns[6], strict=True), strict=True))
-        found.update((name, (record.started, record.ended)) for name, record in self._built.items() if name in found)
-        return found
-
-    def states(self) -> dict[str, str]:
-        """Each record's state, without building the records."""
-        names, states = self._loaded()[:2]
-        found = dict(zip(names, states, strict=True))
-        found.update((name, record.state) for name, record in self._built.items() if name in found)
-        return found
-
-
 @dataclass(slots=True)
 class RunStatus:
     layout: RunLayout
-    # The plan, or its index (plan/index.py): a big condor run's status is read from the index alone, and
-    # `plan` loads plan.json the first time it is asked for. None: `load_index` loads the index on first use.
-    planned: Plan | PlanIndex | None
+    # The plan, or its index (plan/index.py): a big run's status is read from the index alone, and `plan`
+    # loads plan.json the first time it is asked for.
+    planned: Plan | PlanIndex
     journal: JournalState
     runner_alive: bool
     engine: str = "local"
@@ -184,19 +101,14 @@ class RunStatus:
     # Nodes that go on, or ended, with no runner alive to journal them (the local engine's keeper outlives
     # a killed runner): None while one runs, else its recorded exit code.
     unjournaled: dict[str, int | None] = field(default_factory=dict)
-    summary: StatusSummary | None = None  # the text view's, where the engine read it from its cache
-    load_index: Callable[[], PlanIndex] | None = None
-    # Where the engine keeps the text of `status --json`'s nodes (condor's status cache), or None
-    json_nodes: NodesTextCache | None = None
-    # What is known of the plan before it (or its index) is read: pipeline, overrides, total (node count)
-    known: dict[str, Any] = field(default_factory=dict)
+    summary: StatusSummary | None = None  # the text view's, once computed
     _usage: dict[str, NodeUsage] | None = None  # each node's latest usage record, read on first use
     _plan: Plan | None = None
     _index: PlanIndex | None = None
 
     @property
     def plan(self) -> Plan:
-        planned = self._planned()
+        planned = self.planned
         if isinstance(planned, Plan):
             return planned
         if self._plan is None:
@@ -205,37 +117,28 @@ class RunStatus:
 
     @property
     def index(self) -> PlanIndex:
-        planned = self._planned()
+        planned = self.planned
         if isinstance(planned, PlanIndex):
             return planned
         if self._index is None:
             self._index = PlanIndex.of(planned)
         return self._index
 
-    def _planned(self) -> Plan | PlanIndex:
-        if self.planned is None:
-            if self.load_index is None:
-                raise ValueError("a RunStatus needs its plan, its plan index, or what loads the index")
-            self.planned = self.load_index()
-        return self.planned
-
     @property
     def pipeline(self) -> str:
-        return self.known["pipeline"] if "pipeline" in self.known else self._planned().pipeline
+        return self.planned.pipeline
 
     @property
     def overrides(self) -> dict[str, Any]:
-        return self.known["overrides"] if "overrides" in self.known else self._planned().overrides
+        return self.planned.overrides
 
     @property
     def total(self) -> int:
-        if "total" in self.known:
-            return int(self.known["total"])
-        planned = self._planned()
+        planned = self.planned
         return len(planned.nodes) if isinstance(planned, Plan) else len(planned)
 
     def _names(self) -> Collection[str]:
-        planned = self._planned()
+        planned = self.planned
         return planned.nodes if isinstance(planned, Plan) else planned.names
 
     def usage(self, nodes: Collection[str] | None = None) -> dict[str, NodeUsage]:
@@ -244,11 +147,8 @@ class RunStatus:
         are not decoded, and may be left out."""
         if self._usage is not None:
             return self._usage
-        known = self.summary.usage if self.summary is not None else {}
         if nodes is not None and not nodes:
             return {}
-        if nodes is not None and known and all(name in known for name in nodes):
-            return {name: used for name in nodes if (used := known[name]) is not None}
         if nodes is not None:
             return latest_by_node(read_usage(self.layout.run_dir, frozenset(nodes)))
         self._usage = latest_by_node(read_usage(self.layout.run_dir))
@@ -281,16 +181,12 @@ class RunStatus:
 
     def node_states(self) -> dict[str, str]:
         records, unjournaled = self.journal.nodes, self.unjournaled
-        if isinstance(records, RecordColumns) and not unjournaled:  # a big run's: no record built
-            recorded = records.states()
-            if not self.runner_alive:
-                cut_off = (RUNNING, RETRYING, CHECKPOINTED)
-                recorded = {name: INTERRUPTED if state in cut_off else state for name, state in recorded.items()}
-            get = recorded.get
-            return {name: get(name, PENDING) for name in self._names()}
         return {
-            name: (self.state_of(name, records.get(name) or NodeRecord()) if name in records or name in unjournaled
-                   else PENDING)
+            name: (
+                self.state_of(name, records.get(name) or NodeRecord())
+                if name in records or name in unjournaled
+                else PENDING
+            )
             for name in self._names()
         }
 
@@ -303,7 +199,7 @@ class RunStatus:
     def progress(self, states: dict[str, str] | None = None) -> dict[str, dict[str, dict[str, int]]]:
         """Per matrix axis, per value (e.g. region us): done, failed and total nodes."""
         states = states or self.node_states()
-        if not isinstance(self._planned(), Plan):
+        if not isinstance(self.planned, Plan):
             return _index_progress(self.index, states)
         axes: dict[str, dict[str, dict[str, int]]] = {}
         for name, node in self.plan.nodes.items():
@@ -323,13 +219,9 @@ class RunStatus:
         if states is None and self.summary is not None and self.summary.steps is not None:
             return self.summary.steps
         states = states or self.node_states()
-        planned = self._planned()
+        planned = self.planned
         steps = (node.step for node in planned.nodes.values()) if isinstance(planned, Plan) else planned.node_steps()
-        records = self.journal.nodes
-        if isinstance(records, RecordColumns):
-            known = records.times()
-        else:
-            known = {name: (record.started, record.ended) for name, record in records.items()}
+        known = {name: (record.started, record.ended) for name, record in self.journal.nodes.items()}
         unknown = (None, None)
         times = [known.get(name, unknown) for name in states]
         return step_rows(list(states), steps, list(states.values()), times, STATE_ORDER)
@@ -355,19 +247,20 @@ class RunStatus:
         leaves them there: what the run's summary says of them, and `status --json`'s promotions."""
         steps = self.summary.steps if self.summary is not None else None
         if steps is not None and not any(row.step.endswith(PROMOTE_SUFFIX) for row in steps):
-            return []  # a kept status says which steps there are: no plan (nor its index) to read
-        nodes = promotion_nodes(self._planned())
+            return []  # the summary says which steps there are: no promotion node to look for
+        nodes = promotion_nodes(self.planned)
         records = self.journal.nodes
         states = {name: self.state_of(name, records.get(name) or NodeRecord()) for name, _ in nodes}
         return promotion_records(self.layout.run_dir, states, nodes)
 
     def summarize(self) -> StatusSummary:
-        """The text view's summary: the engine's cached one, else computed from every node's state."""
+        """The text view's summary, computed from every node's state once."""
         if self.summary is None:
             states = self.node_states()
             listed = {name: (state, self.record(name)) for name, state in states.items() if state not in QUIET_STATES}
-            self.summary = StatusSummary(len(states), self.counts(states), self.progress(states), listed)
-            self.summary.steps = self.steps(states)
+            self.summary = StatusSummary(
+                len(states), self.counts(states), self.progress(states), listed, self.steps(states)
+            )
         return self.summary
 
     def to_dict(self) -> dict[str, Any]:
@@ -383,9 +276,8 @@ class RunStatus:
 
     def write_json(self, out: BinaryIO, chunk: int = 2000) -> None:
         """to_dict() as compact JSON (json.dumps' text of it, UTF-8), written in pieces: the nodes `chunk`
-        at a time, each node's usage spliced in as text; or, where the engine keeps them (`json_nodes`),
-        the nodes' text as kept, copied."""
-        summary, states = self._json_summary(with_states=self.json_nodes is None or self.summary is None)
+        at a time, each node's usage spliced in as text."""
+        summary, states = self._json_summary()
 
         def write(text: str) -> None:
             out.write(text.encode())
@@ -393,23 +285,8 @@ class RunStatus:
         # json.dumps of a dict is "{" + its items' texts joined by "," + "}": the items before "nodes", then
         # "nodes", then the engine's
         write(json.dumps(summary, separators=(",", ":"))[:-1] + ',"nodes":[')
-        if self.json_nodes is not None and self.json_nodes.copy_to(out.write):
-            pass
-        else:
-            if not states:
-                states = self.node_states()
-            keeper = self.json_nodes.keeper() if self.json_nodes is not None else None
-            try:
-                for text in self._nodes_texts(states, chunk):
-                    write(text)
-                    if keeper is not None:
-                        keeper.write(text)
-            except BaseException:
-                if keeper is not None:
-                    keeper.abort()
-                raise
-            if keeper is not None:
-                keeper.commit()
+        for text in self._nodes_texts(states, chunk):
+            write(text)
         engine = json.dumps({self.engine: self.extra}, separators=(",", ":"))[1:-1] if self.extra else ""
         write("]" + ("," + engine if engine else "") + "}")
 
@@ -431,15 +308,10 @@ class RunStatus:
             texts = [usage_text(usage.get(name)) for name in names[done:]]
             yield ("," if done else "") + _nodes_text(batch, texts)[1:-1]
 
-    def _json_summary(self, with_states: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
-        """`status --json` up to its nodes (the engine's part follows them), and every node's state (or,
-        without with_states and where the summary is known, none)."""
-        if with_states or self.summary is None:
-            states = self.node_states()
-            counts, total, progress = self.counts(states), len(states), self.progress(states)
-        else:
-            states = {}
-            counts, total, progress = self.summary.counts, self.summary.total, self.summary.progress
+    def _json_summary(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """`status --json` up to its nodes (the engine's part follows them), and every node's state."""
+        states = self.node_states()
+        counts, total, progress = self.counts(states), len(states), self.progress(states)
         summary: dict[str, Any] = {
             "run_id": self.run_id,
             "pipeline": self.pipeline,
@@ -452,15 +324,15 @@ class RunStatus:
             "total": total,
             "overrides": self.overrides,
             "progress": progress,
-            "failed_stderr": self.failed_stderr(states or None),
-            "steps": [row.to_json() for row in self.steps(states or None)],
+            "failed_stderr": self.failed_stderr(states),
+            "steps": [row.to_json() for row in self.steps(states)],
             "promotions": self.promotions(),
         }
         return summary, states
 
     def _json_nodes(self, states: dict[str, str]) -> Iterator[dict[str, Any]]:
         """Each node of `status --json` but its usage."""
-        planned = self._planned()
+        planned = self.planned
         if isinstance(planned, Plan):
             steps_and_coords: Iterator[tuple[str, dict[str, str]]] = (
                 (node.step, node.coords) for node in planned.nodes.values()
@@ -469,20 +341,17 @@ class RunStatus:
             index = planned
             steps_and_coords = zip(index.node_steps(), map(index.coords, range(len(index))), strict=True)
         records = self.journal.nodes
-        rows = records.rows() if isinstance(records, RecordColumns) else None
         default = NodeRecord()
         for (name, state), (step, coords) in zip(states.items(), steps_and_coords, strict=True):
-            if rows is not None:
-                _, attempts, rc, why, started, ended, restarts = rows.get(name) or _record_row(default)
-            else:
-                _, attempts, rc, why, started, ended, restarts = _record_row(records.get(name) or default)
+            record = records.get(name) or default
+            attempts, rc, why, started, ended = record.attempts, record.rc, record.why, record.started, record.ended
             yield {
                 "node": name,
                 "step": step,
                 "coords": coords,
                 "state": state,
                 "attempts": attempts,
-                "restarts": restarts,
+                "restarts": record.restarts,
                 "exit_code": rc,
                 "why": why,
                 "started": started,
@@ -519,10 +388,6 @@ def _nodes_text(batch: list[dict[str, Any]], usage_texts: list[str]) -> str:
         pieces.append(text)
         pieces.append(part)
     return "".join(pieces)
-
-
-def _record_row(record: NodeRecord) -> tuple[Any, ...]:
-    return (record.state, record.attempts, record.rc, record.why, record.started, record.ended, record.restarts)
 
 
 def usage_json(usage: NodeUsage) -> dict[str, Any]:
@@ -608,13 +473,20 @@ def write_replacing(path: Path, data: bytes) -> None:
         raise
 
 
-def read_status(layout: RunLayout) -> RunStatus:
-    plan = layout.load_plan()
+def read_status(layout: RunLayout, index: bool = False) -> RunStatus:
+    """The run directory's status, read without writing: the plan (its index where `index`: a big plan
+    takes seconds to read), the journal, and what an engine's ingest observed beside it (run/observed.py)."""
+    planned = load_plan_index(layout) if index else layout.load_plan()
     # The lock before the journal: a runner that ends between the two reads shows as running, not as a run
     # its runner left unfinished (its finish event is in the journal once it has released the lock).
     locked = is_locked(layout.lock_path)
     journal = read_journal(layout.journal_path)
-    status = RunStatus(layout, plan, journal, locked)
+    observed = read_observed(layout.run_dir)
+    status = RunStatus(layout, planned, journal, locked)
+    if observed is not None:
+        observed.apply(journal)
+        status.runner_alive, status.engine = locked or observed.alive, observed.engine
+        status.notes, status.extra, status.resume_hint = observed.notes, observed.extra, observed.resume_hint
     if journal.bad_lines:  # said once, here, rather than failing on each
         status.notes.append(f"skipped {journal.bad_lines} malformed line(s) in {layout.journal_path}")
         status.extra["journal_malformed_lines"] = journal.bad_lines

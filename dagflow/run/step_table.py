@@ -28,13 +28,6 @@ class StepRow:
     def wall_s(self) -> float | None:
         return None if self.started is None or self.ended is None else max(0.0, self.ended - self.started)
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StepRow:
-        """A row from its to_json() (a kept status); raises KeyError, TypeError or ValueError if malformed."""
-        counts = {str(state): int(count) for state, count in data["counts"].items()}
-        return cls(str(data["step"]), int(data["nodes"]), counts, _float(data["started"]), _float(data["ended"]),
-                   None if data["slowest"] is None else str(data["slowest"]), _float(data["slowest_s"]))  # fmt: skip
-
     def to_json(self) -> dict[str, Any]:
         return {
             "step": self.step,
@@ -46,10 +39,6 @@ class StepRow:
             "slowest": self.slowest,
             "slowest_s": None if self.slowest_s is None else round(self.slowest_s, 3),
         }
-
-
-def _float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def step_rows(

@@ -99,7 +99,7 @@ def never_started(run_dir: Path) -> bool:
     """Whether a prepared run shows no sign of work: nothing running it, no node ever started or
     skipped. Such a run can be submitted again (what a failed or cut-off submission leaves behind)."""
     try:
-        status = read_run_status(RunLayout.from_run_dir(run_dir))
+        status = read_run_status(RunLayout.from_run_dir(run_dir), ingest=True)  # a batch engine's start, ingested
     except DagflowError:
         return False
     if status.state == RUN_RUNNING or runner_alive(run_dir):

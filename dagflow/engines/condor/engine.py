@@ -4,7 +4,6 @@ from the rescue DAG."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shutil
 import sys
@@ -18,7 +17,7 @@ from dagflow.engines.base import RESOURCE_FIELDS, EngineBase, EngineOption, Repo
 from dagflow.engines.condor import status_warmer
 from dagflow.engines.condor.compile import compile_plan, run_manners
 from dagflow.engines.condor.dag_writer import DagOptions
-from dagflow.engines.condor.ingest import ingest_condor, observe_condor
+from dagflow.engines.condor.ingest import ingest_condor, observe_condor, status_now
 from dagflow.engines.condor.jobstate import read_jobstate
 from dagflow.engines.condor.manners import FIELDS as MANNERS
 from dagflow.engines.condor.preflight import UnstartableError, refuse_unstartable, writable_or_error
@@ -38,20 +37,14 @@ from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
 from dagflow.run.follow import follow_run, runs_dir_hint, terminal_reporter
+from dagflow.run.journal import DONE_STATES
 from dagflow.run.layout import DRY_RUN_FILE, RunLayout
 from dagflow.run.live_runs import Live
 from dagflow.run.result import EXIT_INTERRUPTED
 from dagflow.run.session import Work
-from dagflow.run.status import RUN_RUNNING, RunStatus
+from dagflow.run.status import RUN_RUNNING, RunStatus, read_status
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
 from dagflow.text import plural
-
-
-def read_condor_status(layout: RunLayout) -> RunStatus:
-    """observe.py's reading, imported when a status is read: `dagflow submit` reads none (#41 item 3)."""
-    from dagflow.engines.condor.observe import read_condor_status as read
-
-    return read(layout)
 
 
 class CondorRunError(DagflowError):
@@ -148,7 +141,6 @@ class CondorEngine(EngineBase):
             self.settings["max_gpu_jobs"], **{name: self.settings.get(name) for name in MANNERS}
         )
         self.last: Submission | None = None  # the latest submission, for submitted()
-        self._ingested: RunStatus | None = None  # the status the last ingest read, for the read after it
 
     # The backend the run session drives.
 
@@ -249,14 +241,11 @@ class CondorEngine(EngineBase):
 
     def ingest(self, run_dir: Path) -> bool:
         """Fold what DAGMan and the jobs wrote since the last ingest into the run directory (ingest.py)."""
-        self._ingested = ingest_condor(RunLayout.from_run_dir(run_dir))
-        return self._ingested is not None
+        return ingest_condor(RunLayout.from_run_dir(run_dir))
 
     def read_status(self, layout: RunLayout) -> RunStatus:
-        ingested, self._ingested = self._ingested, None  # what an ingest just read: the same files, not again
-        if ingested is not None and ingested.layout.run_dir == layout.run_dir:
-            return ingested
-        return read_condor_status(layout)
+        """The run directory as its last ingest left it (the plan's index: a big plan takes seconds)."""
+        return read_status(layout, index=True)
 
     def cancel(self, run_dir: Path) -> None:
         """condor_rm the run's DAGMan job (DAGMan removes its node jobs and writes a rescue DAG)."""
@@ -276,8 +265,11 @@ class CondorEngine(EngineBase):
         record = CondorRecord.load(layout.run_dir)
         if record is None or record.latest is None:  # never submitted: nothing of it runs
             return None
-        live = super().live(layout)  # DAGMan's job alive, as `resubmit` refuses it
-        return None if live is None else dataclasses.replace(live, driver=f"DAGMan job {record.latest.cluster}.0")
+        status = status_now(layout)  # DAGMan's job alive, as `resubmit` refuses it
+        if not status.runner_alive:
+            return None
+        waiting = frozenset(name for name, state in status.node_states().items() if state not in DONE_STATES)
+        return Live(waiting, driver=f"DAGMan job {record.latest.cluster}.0")
 
     def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
         """Submit the DAG (or, resuming, its rescue DAG unless the run succeeded) and wait for DAGMan to end,
@@ -287,7 +279,7 @@ class CondorEngine(EngineBase):
         before = None
         said = ""
         if work.resume:
-            before = None if json_output else read_condor_status(layout)
+            before = None if json_output else read_status(layout, index=True)
             try:
                 self.launch(layout, work)
             except NothingToResubmitError:

@@ -1,4 +1,5 @@
-"""A condor run's status, from the files DAGMan and the jobs write (no condor_q, no schedd at all):
+"""A condor run as the files DAGMan and the jobs write tell it, for its ingest (ingest.py; no condor_q, and
+the schedd is asked only why a live DAG's idle jobs wait):
 
 - the node status file: every node's DAG-level state (including not-ready and futile ones) and the
   retries it used, as of DAGMan's last rewrite (every 60 s, and when the DAG ends);
@@ -12,10 +13,9 @@
 For each node the newest of the three pictures wins (on equal times: jobstate log, then event log,
 then node status file). A cancelled run adds a fourth, the cancel itself (run.json's `removed`, or the
 DAGMan job's end): it wins over a node's queued, running or held record of the same second, since these
-files write whole seconds and a removed DAGMan removes all its node jobs. The result is the shared
-RunStatus, so `dagflow status` looks the same for every engine; held jobs, queued jobs and the DAGMan
-job's id are what condor adds. Reading writes nothing: the run's ingest (ingest.py) records what these files
-say into the run directory and keeps the status it read, which a read of unchanged files returns.
+files write whole seconds and a removed DAGMan removes all its node jobs. The result is what the ingest
+folds into the run's journal and its observed record (run/observed.py), which `dagflow status` reads as it
+reads every engine's run; held jobs, queued jobs and the DAGMan job's facts are what condor adds.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from typing import Any
 
 from dagflow.engines.condor import event_log as ev
 from dagflow.engines.condor import idle_reasons
-from dagflow.engines.condor import status_cache as cache
 from dagflow.engines.condor import status_files as sf
 from dagflow.engines.condor.dagman_start import not_started_reason
 from dagflow.engines.condor.jobstate import EVENT_STATES, JobstateLog, NodeHistory, read_jobstate
@@ -44,11 +43,11 @@ from dagflow.run.journal import (
     RUNNING,
     SUCCEEDED,
     UPSTREAM_FAILED,
-    JournalState,
+    NodeRecord,
 )
 from dagflow.run.layout import RunLayout, RunNotFoundError
-from dagflow.run.status import HELD, QUEUED, RecordColumns, RunStatus, StatusSummary, load_plan_index
-from dagflow.run.usage import usage_path
+from dagflow.run.observed import Observed
+from dagflow.run.status import HELD, QUEUED
 
 _SNAPSHOT_STATES = {
     sf.NOT_READY: PENDING,
@@ -184,9 +183,9 @@ def fold(
     jobs: dict[str, ev.NodeJob],
     dagman_alive: bool,
     cancelled_at: float | None = None,
-) -> tuple[list[Any], ...]:
-    """Every node's record from the three files (see the module docstring for who wins), as RecordColumns'
-    columns: (names, states, attempts, rc, why, started, ended), in plan order, of the nodes with a record.
+) -> dict[str, NodeRecord]:
+    """Every node's record from the three files (see the module docstring for who wins), in plan order, of
+    the nodes with a record.
 
     A node whose job was removed failed, as DAGMan counts it, unless the whole run was cancelled
     (`cancelled_at`: when, see _cancelled_at).
@@ -194,8 +193,7 @@ def fold(
     snapshot_nodes = snapshot.nodes if snapshot else {}
     snapshot_at = (snapshot.timestamp or 0.0) if snapshot else 0.0
     histories = history.nodes if history else {}
-    columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
-    names, states, attempts_of, rc_of, why_of, started_of, ended_of = columns
+    records: dict[str, NodeRecord] = {}
     steps = list(index.steps.values())
     step_of, parent_counts, parent_list = index.step_of, index.parent_counts, index.parent_list
     failed_or_below = bytearray(len(index))
@@ -242,14 +240,15 @@ def fold(
             failed_or_below[position] = 1
         if state == PENDING and attempts == 0 and job is None:
             continue  # the default record: leave it out, as the journal does
-        names.append(name)
-        states.append(state)
-        attempts_of.append(attempts)
-        rc_of.append(exit_code if state in (SUCCEEDED, FAILED, RETRYING) else None)
-        why_of.append(_why(state, job, ad, exit_code))
-        started_of.append((job.started if job is not None else None) or (seen.started if seen is not None else None))
-        ended_of.append((job.ended if job is not None else None) or (seen.ended if seen is not None else None))
-    return columns
+        records[name] = NodeRecord(
+            state,
+            attempts,
+            exit_code if state in (SUCCEEDED, FAILED, RETRYING) else None,
+            _why(state, job, ad, exit_code),
+            (job.started if job is not None else None) or (seen.started if seen is not None else None),
+            (job.ended if job is not None else None) or (seen.ended if seen is not None else None),
+        )
+    return records
 
 
 def _submit_echo(seen: NodeHistory, job: ev.NodeJob) -> bool:
@@ -330,17 +329,6 @@ def _run_outcome(
     return True, None, None
 
 
-def read_condor_status(layout: RunLayout) -> RunStatus:
-    """The run's status, read without writing anything: the one its last ingest kept (ingest.py), when the
-    files it is read from did not change since, else built from them here."""
-    record = condor_record(layout)
-    key = status_key(layout, record)
-    kept = cache.read_status(condor_dir(layout.run_dir), key)
-    if kept is not None:
-        return _kept_status(layout, key, *kept)
-    return build_status(layout, record, load_plan_index(layout), key)
-
-
 def condor_record(layout: RunLayout) -> CondorRecord:
     if not layout.plan_path.is_file():
         layout.load_plan()  # raises: no such run
@@ -354,25 +342,9 @@ def event_log_path(layout: RunLayout) -> Path:
     return condor_dir(layout.run_dir).absolute() / EVENT_LOG
 
 
-def status_key(layout: RunLayout, record: CondorRecord) -> dict[str, Any]:
-    """The key of the run's status (status_cache.py): the marks of every file it is read from."""
-    files = record.files
-    inputs = {
-        "plan": layout.plan_path,
-        "run": CondorRecord.path(layout.run_dir),
-        "status": files.node_status,
-        "jobstate": files.jobstate_log,
-        "events": event_log_path(layout),
-        "dagman_log": record.dagman_log,
-        "dagman_out": record.dagman_out,
-        "usage": usage_path(layout.run_dir),
-    }
-    return cache.cache_key(layout.run_id, record.dag, inputs)
-
-
-def build_status(layout: RunLayout, record: CondorRecord, index: PlanIndex, key: dict[str, Any]) -> RunStatus:
-    """The run's status from DAGMan's files (see the module docstring); writes nothing. A live DAG's idle
-    jobs are explained by asking the schedd."""
+def observe_files(layout: RunLayout, record: CondorRecord, index: PlanIndex) -> Observed:
+    """The run as DAGMan's files tell it (see the module docstring), every node's record; writes nothing.
+    A live DAG's idle jobs are explained by asking the schedd."""
     files = record.files
     snapshot = sf.read_node_status(files.node_status)
     history = read_jobstate(files.jobstate_log)
@@ -381,58 +353,19 @@ def build_status(layout: RunLayout, record: CondorRecord, index: PlanIndex, key:
     latest = record.latest
     exited = read_dagman_out(record.dagman_out, latest.cluster, latest.t) if latest is not None else None
     alive, outcome, ended = _run_outcome(record, history, snapshot, dagman, exited)
-    columns = fold(index, snapshot, history, jobs, alive, _cancelled_at(record, outcome, ended))
-    records = RecordColumns(lambda: columns)
-    journal = JournalState(
-        nodes=records,  # type: ignore[arg-type]  # a Mapping: records are built when asked for
-        runners=len(record.submissions),
-        started=(history.started if history else None) or (record.submissions[0].t if record.submissions else None),
-        finished=outcome,
-        finished_at=ended,
-    )
+    records = fold(index, snapshot, history, jobs, alive, _cancelled_at(record, outcome, ended))
     if alive:  # only a live DAG's idle jobs are worth asking the schedd about
         idle_reasons.explain_idle(index, records, jobs, record)
-    status = RunStatus(layout, index, journal, alive, engine="condor")
-    status.extra = _extra(record, dagman, jobs, snapshot)
-    status.extra["dagman_exit_code"] = exited.status if exited is not None else None
-    status.extra["dagman_reason"] = exited.reason if exited is not None and outcome != SUCCEEDED else None
+    extra = _extra(record, dagman, jobs, snapshot)
+    extra["dagman_exit_code"] = exited.status if exited is not None else None
+    extra["dagman_reason"] = exited.reason if exited is not None and outcome != SUCCEEDED else None
     if alive and latest is not None and not _dagman_started(history, dagman, latest.cluster):
-        status.extra["dagman_reason"] = not_started_reason(record, latest.cluster)
-    status.notes = _notes(status.extra, files.dag)
-    status.resume_hint = f"dagflow resubmit {layout.run_id}"
-    return status
-
-
-def _kept_status(
-    layout: RunLayout, key: dict[str, Any], facts: dict[str, Any], summary: StatusSummary
-) -> RunStatus:
-    """The status kept by the last one read from these very files (status_cache.py): its summary at once,
-    its plan index and node records when asked for."""
-    status = RunStatus(layout, None, JournalState(), False, engine="condor")
-    status.load_index = lambda: load_plan_index(layout)
-
-    def records() -> tuple[list[Any], ...]:
-        index = status.index
-        columns = cache.read_records(condor_dir(layout.run_dir), key, index.names)
-        if columns is None:  # replaced since by a status of newer files: read the files
-            record = condor_record(layout)
-            built = build_status(layout, record, index, status_key(layout, record))
-            columns = built.journal.nodes._loaded()  # type: ignore[attr-defined]
-        return columns
-
-    known = {name: record for name, (_, record) in summary.listed.items()}
-    status.journal = JournalState(
-        nodes=RecordColumns(records, known),  # type: ignore[arg-type]  # a Mapping: records built when asked for
-        runners=int(facts["runners"]),
-        started=facts["started"],
-        finished=facts["finished"],
-        finished_at=facts["finished_at"],
-    )
-    status.known = {"pipeline": facts["pipeline"], "overrides": facts["overrides"], "total": facts["total"]}
-    status.extra, status.notes, status.resume_hint = facts["extra"], facts["notes"], facts["resume_hint"]
-    status.summary = summary
-    status.json_nodes = cache.NodesText(condor_dir(layout.run_dir), key)
-    return status
+        extra["dagman_reason"] = not_started_reason(record, latest.cluster)
+    started = (history.started if history else None) or (record.submissions[0].t if record.submissions else None)
+    return Observed(
+        engine="condor", key={}, alive=alive, started=started, finished=outcome, finished_at=ended,
+        notes=_notes(extra, files.dag), extra=extra, resume_hint=f"dagflow resubmit {layout.run_id}", nodes=records,
+    )  # fmt: skip
 
 
 def _extra(

@@ -1,21 +1,24 @@
-"""Keeps a condor run's status ready for when its DAG ends: a detached process that `dagflow submit` (and
-resubmit, and each search trial) leaves beside the DAGMan job it submits.
+"""Ingests a condor run when its DAG ends: a detached process that `dagflow submit` (and resubmit, and
+each search trial) leaves beside the DAGMan job it submits.
 
-It follows the DAGMan job's own event log with htcondor2.JobEventLog, as condor_wait does, until that job
-terminates or is removed, then ingests the run once (ingest.py): that records the nodes' usage
-(usage.jsonl), journals them and keeps both views of the status in the run directory (status_cache.py).
-The first status a user asks for after the DAG ended is then a kept one: on a 100k-node run about 1 s
-instead of 18 s (benchmarks/status.py). A status asked for while it works ingests the files itself.
+It ingests the run once as it starts, so that what reads the run directory without ingesting it
+(`dagflow runs`) sees the submission running, then follows the DAGMan job's own event log with
+htcondor2.JobEventLog, as condor_wait does, until that job terminates or is removed, and ingests the run
+again (ingest.py): that records the nodes' usage
+(usage.jsonl), journals them and records what DAGMan's files say beside the journal (run/observed.py).
+The first status a user asks for after the DAG ended then reads the run directory only
+(benchmarks/status.py times both). A status asked for while it works waits for its ingest, then reads.
 
-It is a cache warmer and nothing depends on it: it stops, doing nothing, when the run directory is gone,
-when a newer submission of the run (a resubmit) has its own, and when `dagflow cancel` recorded the
-removal of a job whose log may never say so. A kill at any moment leaves the kept files whole (each is
-replaced by a rename) and usage.jsonl as its one locked writer leaves it. Its errors go to
-condor/status-warmer.log.
+Nothing depends on it: it stops, doing nothing, when the run directory is gone, when a newer submission
+of the run (a resubmit) has its own, and when `dagflow cancel` recorded the removal of a job whose log
+may never say so. A kill at any moment leaves the journal and the observed record as their writers leave
+them (appended whole; replaced by a rename), and usage.jsonl as its one locked writer leaves it. Its
+errors go to condor/status-warmer.log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -25,6 +28,7 @@ from pathlib import Path
 
 from dagflow.data import with_import_root
 from dagflow.engines.condor.records import CondorRecord, Submission, condor_dir
+from dagflow.errors import DagflowError
 
 LOG_FILE = "status-warmer.log"
 FOLLOW_S = 30.0  # one wait on the DAGMan job's log, after which the run directory is looked at again
@@ -74,7 +78,7 @@ def wait_for_end(run_dir: Path, cluster: int, follow_s: float = FOLLOW_S) -> boo
 
 
 def warm(run_dir: Path) -> None:
-    """Ingest the ended run (ingest.py), which keeps both views of its status. (Imported here: a warmer
+    """Ingest the ended run (ingest.py). (Imported here: a warmer
     waits for hours holding only what waiting needs.)"""
     from dagflow.engines.condor.ingest import ingest_condor
     from dagflow.run.layout import RunLayout
@@ -85,9 +89,13 @@ def warm(run_dir: Path) -> None:
 def main(argv: list[str]) -> int:
     run_dir, cluster = Path(argv[0]), int(argv[1])
     try:
+        found = _latest(run_dir)
+        if found is not None and found[1].cluster == cluster:
+            with contextlib.suppress(DagflowError):  # not a whole run (yet): nothing to show running
+                warm(run_dir)
         if wait_for_end(run_dir, cluster):
             warm(run_dir)
-    except Exception:  # a cache warmer: report and go; status reads the files itself
+    except Exception:  # report and go: the next status ingests the files itself
         if run_dir.is_dir():
             traceback.print_exc()
         return 1

@@ -1,7 +1,7 @@
-"""`dagflow status` of a condor run kept in the run directory (engines/condor/status_cache.py, plan/index.py):
-a repeated status reads none of DAGMan's files, and a cache never makes status wrong. Whatever happened to
-the files since (appended, rewritten, removed), to the cache (damaged, of another run, replaced by a
-status running beside), status shows what it shows when read from the files with no cache at all."""
+"""`dagflow status` of a condor run ingested again (engines/condor/ingest.py, run/observed.py, plan/index.py):
+a repeated status reads none of DAGMan's files, and what an earlier ingest left never makes status wrong.
+Whatever happened to the files since (appended, rewritten, removed), to the observed record (damaged, of
+another run, written by a status running beside), status shows what a first ingest of the files shows."""
 
 from __future__ import annotations
 
@@ -17,13 +17,14 @@ import pytest
 from condor_runs import prepare_condor
 from rich.console import Console
 
-from dagflow.engines.condor import ingest, observe, status_cache
+from dagflow.engines.condor import ingest, observe
 from dagflow.engines.condor.ingest import observe_condor as read_condor_status  # status ingests, then reads
 from dagflow.engines.registry import read_run_status
 from dagflow.plan.index import PlanIndex
 from dagflow.run import status as run_status
 from dagflow.run.journal import FAILED, UPSTREAM_FAILED, JournalState, NodeRecord
 from dagflow.run.layout import RunLayout, RunNotFoundError
+from dagflow.run.observed import OBSERVED_FILE
 from dagflow.run.status import RunStatus, load_plan_index, plan_index_path
 from dagflow.run.status_view import print_status
 from dagflow.run.usage import NodeUsage, record_usage
@@ -31,7 +32,6 @@ from tests.condor_helpers import regional_plan, utc  # noqa: F401 (utc: an autou
 
 DATA = Path(__file__).parent / "data" / "condor"
 ROOT = Path(__file__).resolve().parents[1]
-CACHE_FILES = (status_cache.SUMMARY_FILE, status_cache.RECORDS_FILE, status_cache.NODES_FILE)
 
 
 def make_run(runs_dir: Path, scenario: str, run_id: str | None = None) -> RunLayout:
@@ -58,26 +58,19 @@ def json_of(status: RunStatus) -> str:
 
 
 def fresh(layout: RunLayout) -> tuple[str, str, str, dict]:
-    """The status read from the files alone: no cache read (nor kept)."""
-    saved = {
-        name: (condor_dir(layout) / name).read_bytes() for name in CACHE_FILES if (condor_dir(layout) / name).exists()
-    }
-    for name in saved:
-        (condor_dir(layout) / name).unlink()
-    index = plan_index_path(layout)
-    kept_index = index.read_bytes() if index.exists() else None
-    index.unlink(missing_ok=True)
+    """The status of a first ingest of the files: no journal, observed record nor plan index before it."""
+    kept = [layout.journal_path, layout.run_dir / OBSERVED_FILE, plan_index_path(layout)]
+    saved = {path: path.read_bytes() for path in kept if path.exists()}
+    for path in saved:
+        path.unlink()
     try:
-        record, planned = observe.condor_record(layout), load_plan_index(layout)
-        ingest.record_condor_usage(layout.run_dir, planned, observe.event_log_path(layout))  # as an ingest does
-        status = observe.build_status(layout, record, planned, observe.status_key(layout, record))
-        status.json_nodes = None
+        status = read_condor_status(layout)
         views = (text_of(status), text_of(status, show_all=True), json_of(status), status.to_dict())
     finally:
-        for name, data in saved.items():
-            (condor_dir(layout) / name).write_bytes(data)
-        if kept_index is not None:
-            index.write_bytes(kept_index)
+        for path in kept:
+            path.unlink(missing_ok=True)
+        for path, data in saved.items():
+            path.write_bytes(data)
     return views
 
 
@@ -88,6 +81,10 @@ def views(layout: RunLayout) -> tuple[str, str, str, dict]:
 
 def condor_dir(layout: RunLayout) -> Path:
     return layout.run_dir / "condor"
+
+
+def observed_path(layout: RunLayout) -> Path:
+    return layout.run_dir / OBSERVED_FILE
 
 
 def forbid_reading_files(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,12 +100,12 @@ def forbid_reading_files(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_repeated_status_reads_no_dagman_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     layout = make_run(tmp_path, "failed")
     first = views(layout)
-    assert all((condor_dir(layout) / name).is_file() for name in CACHE_FILES)
+    assert observed_path(layout).is_file()
     with monkeypatch.context() as patched:
         forbid_reading_files(patched)
         status = read_condor_status(layout)
         text = text_of(status)
-        assert json_of(status) == first[2]  # the nodes' text, as kept
+        assert json_of(status) == first[2]
     assert text == first[0] and views(layout) == first == fresh(layout)
     assert json.loads(first[2]) == first[3]
     kept = read_condor_status(layout)
@@ -117,27 +114,6 @@ def test_a_repeated_status_reads_no_dagman_file(tmp_path: Path, monkeypatch: pyt
         "report": "upstream_failed",
     }  # fmt: skip
     assert kept.record("train.us").attempts == 3 and kept.plan.nodes["report"].parents == ["train.us", "train.br"]
-
-
-@pytest.mark.slow
-def test_the_text_view_of_a_big_run_reads_only_its_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from status import build_run, check_json, check_text  # benchmarks/status.py's run of a DAG that ended
-    finally:
-        sys.path.pop(0)
-    built = build_run(tmp_path, 400)
-    layout = RunLayout(built.runs_dir, built.run_id)
-    first = views(layout)
-    check_text(first[0], built)
-    check_json(first[2], built)
-    with monkeypatch.context() as patched:
-        forbid_reading_files(patched)
-        patched.setattr(observe, "load_plan_index", lambda layout, keep=False: pytest.fail("the plan index read"))
-        patched.setattr(status_cache, "read_records", lambda *args: pytest.fail("the node records read"))
-        status = read_condor_status(layout)
-        assert text_of(status) == first[0] and json_of(status) == first[2]
-    assert views(layout) == first == fresh(layout)
 
 
 def _append(path: Path, text: str) -> None:
@@ -207,34 +183,22 @@ DAMAGES = {
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
-@pytest.mark.parametrize("name", [*CACHE_FILES, "plan-index.json"])
-def test_a_damaged_cache_file_is_ignored_and_written_again(tmp_path: Path, name: str, damage: str) -> None:
+@pytest.mark.parametrize("name", [OBSERVED_FILE, "plan-index.json"])
+def test_a_damaged_kept_file_is_ignored_and_written_again(tmp_path: Path, name: str, damage: str) -> None:
     layout = make_run(tmp_path, "failed")
     expected = views(layout)
-    path = layout.run_dir / name if name == "plan-index.json" else condor_dir(layout) / name
+    path = layout.run_dir / name
     path.write_bytes(DAMAGES[damage](path.read_bytes()))
     assert views(layout) == expected == fresh(layout)
     assert views(layout) == expected
 
 
-def test_records_that_do_not_match_their_summary_are_read_from_the_files(tmp_path: Path) -> None:
-    layout = make_run(tmp_path, "failed")
-    expected = views(layout)
-    records = condor_dir(layout) / status_cache.RECORDS_FILE
-    data = json.loads(records.read_bytes().rpartition(b"\n")[0])
-    del data["format"]
-    for tampered in ({**data, "key": {}}, {**data, "nodes": [-1] * len(data["nodes"])}, {**data, "attempts": "x"}):
-        assert status_cache._write(records, tampered)  # whole, with its checksum
-        assert views(layout) == expected
-
-
-def test_a_cache_of_another_run_is_not_used(tmp_path: Path) -> None:
+def test_an_observed_record_of_another_run_is_not_used(tmp_path: Path) -> None:
     one = make_run(tmp_path, "failed", "one")
     other = make_run(tmp_path, "cancelled-same-second", "other")
     views(one)
     expected = fresh(other)
-    for name in CACHE_FILES:
-        shutil.copy(condor_dir(one) / name, condor_dir(other) / name)
+    shutil.copy(observed_path(one), observed_path(other))
     shutil.copy(plan_index_path(one), plan_index_path(other))
     assert views(other) == expected
 
@@ -250,11 +214,14 @@ def test_a_run_directory_moved_or_copied_reads_as_its_files_say(tmp_path: Path) 
         layout = moved
 
 
-def test_a_live_dag_is_not_kept(tmp_path: Path) -> None:
+def test_a_live_dag_is_read_from_its_files_at_each_ingest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     layout = make_run(tmp_path, "running")
     status = read_condor_status(layout)
-    assert status.state == "running"
-    assert not any((condor_dir(layout) / name).exists() for name in CACHE_FILES)
+    assert status.state == "running" and status.node_states()["train.br"] == "held"
+    read = []
+    monkeypatch.setattr(observe, "read_jobstate", lambda path: read.append(path) or None)
+    read_condor_status(layout)  # files unchanged: a live DAG's idle jobs are asked about again
+    assert read == [observe.condor_record(layout).files.jobstate_log]
 
 
 @pytest.mark.slow
@@ -263,8 +230,8 @@ def test_status_commands_at_once_agree(tmp_path: Path) -> None:
     expected = fresh(layout)[2]
     command = [sys.executable, "-m", "dagflow", "status", layout.run_id, "--runs-dir", str(tmp_path), "--json"]
     for _ in range(3):
-        for name in CACHE_FILES:
-            (condor_dir(layout) / name).unlink(missing_ok=True)
+        for path in (layout.journal_path, observed_path(layout)):
+            path.unlink(missing_ok=True)
         running = [
             subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT) for _ in range(4)
         ]
@@ -272,7 +239,8 @@ def test_status_commands_at_once_agree(tmp_path: Path) -> None:
             out, err = process.communicate(timeout=120)
             assert process.returncode == 0, err
             assert out.decode() == expected + "\n"
-    assert not [path.name for path in condor_dir(layout).iterdir() if path.name.endswith(".tmp")]
+    assert not [path.name for path in layout.run_dir.rglob("*.tmp")]
+    assert read_condor_status(layout).record("train.us").attempts == 3  # the journal holds each attempt once
 
 
 def test_the_json_written_in_pieces_is_to_dicts(tmp_path: Path) -> None:
@@ -281,7 +249,6 @@ def test_the_json_written_in_pieces_is_to_dicts(tmp_path: Path) -> None:
         text = json_of(status)
         assert text == json.dumps(status.to_dict(), separators=(",", ":"))
         small = io.BytesIO()
-        status.json_nodes = None
         status.write_json(small, chunk=2)
         assert small.getvalue().decode() == text
 
