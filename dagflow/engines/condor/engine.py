@@ -12,14 +12,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dagflow.engines.base import RESOURCE_FIELDS, EngineBase, EngineOption, Report
 from dagflow.engines.condor import status_warmer
 from dagflow.engines.condor.compile import compile_plan, run_manners
 from dagflow.engines.condor.dag_writer import DagOptions
-from dagflow.engines.condor.ingest import ingest_condor, observe_condor
-from dagflow.engines.condor.jobstate import read_jobstate
 from dagflow.engines.condor.manners import FIELDS as MANNERS
 from dagflow.engines.condor.preflight import UnstartableError, refuse_unstartable, writable_or_error
 from dagflow.engines.condor.records import CondorRecord, condor_dir
@@ -46,12 +44,36 @@ from dagflow.run.status import RUN_RUNNING, RunStatus
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
 from dagflow.text import plural
 
+if TYPE_CHECKING:
+    from dagflow.engines.condor.jobstate import JobstateLog
+
+
+# What reads DAGMan's files back (observe.py, ingest.py, jobstate.py) is imported when a run is read, waited
+# for or cancelled: `dagflow submit` reads none (#41 item 3).
+
 
 def read_condor_status(layout: RunLayout) -> RunStatus:
-    """observe.py's reading, imported when a status is read: `dagflow submit` reads none (#41 item 3)."""
     from dagflow.engines.condor.observe import read_condor_status as read
 
     return read(layout)
+
+
+def observe_condor(layout: RunLayout) -> RunStatus:
+    from dagflow.engines.condor.ingest import observe_condor as observe
+
+    return observe(layout)
+
+
+def ingest_condor(layout: RunLayout) -> RunStatus | None:
+    from dagflow.engines.condor.ingest import ingest_condor as ingest
+
+    return ingest(layout)
+
+
+def read_jobstate(path: Path) -> JobstateLog | None:
+    from dagflow.engines.condor.jobstate import read_jobstate as read
+
+    return read(path)
 
 
 class CondorRunError(DagflowError):
