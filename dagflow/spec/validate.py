@@ -517,9 +517,8 @@ class _Checker:
     def _resources(self, base: Path_, resources: Any) -> None:
         if not isinstance(resources, dict):
             return
-        classes = gpu_classes()
         gpu_class = resources.get("gpu_class")
-        if isinstance(gpu_class, str) and gpu_class not in classes:
+        if isinstance(gpu_class, str) and gpu_class not in (classes := gpu_classes()):  # the file read only here
             self.add((*base, "resources", "gpu_class"), f"unknown GPU placement class {gpu_class!r}",
                      allowed=", ".join(classes), hint=closest(gpu_class, classes))
         gpus = resources.get("gpus", 0)
