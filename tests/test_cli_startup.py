@@ -73,7 +73,9 @@ def test_a_bare_help_loads_only_the_quick_answer_and_rich(tmp_path: Path) -> Non
     assert heavy(modules) == []
 
 
-@pytest.mark.parametrize("args", [("run", "--help"), ("validate", "--help"), ("search", "run", "--help")])
+@pytest.mark.parametrize(
+    "args", [("run", "--help"), ("submit", "--help"), ("validate", "--help"), ("search", "run", "--help")]
+)
 def test_a_command_help_loads_no_model_engine_or_plan(tmp_path: Path, args: tuple[str, ...]) -> None:
     result, modules = loaded(tmp_path, *args)
     assert result.returncode == 0, result.stderr
