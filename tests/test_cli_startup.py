@@ -73,7 +73,9 @@ def test_a_bare_help_loads_only_the_quick_answer_and_rich(tmp_path: Path) -> Non
     assert heavy(modules) == []
 
 
-@pytest.mark.parametrize("args", [("run", "--help"), ("validate", "--help"), ("search", "run", "--help")])
+@pytest.mark.parametrize(
+    "args", [("run", "--help"), ("submit", "--help"), ("validate", "--help"), ("search", "run", "--help")]
+)
 def test_a_command_help_loads_no_model_engine_or_plan(tmp_path: Path, args: tuple[str, ...]) -> None:
     result, modules = loaded(tmp_path, *args)
     assert result.returncode == 0, result.stderr
@@ -180,3 +182,36 @@ def test_typer_settings_in_the_environment_go_to_typer(tmp_path: Path) -> None:
     result, modules = loaded(tmp_path, "--help", TYPER_USE_RICH="0")
     assert result.returncode == 0
     assert "typer" in modules and "Commands" in result.stdout
+
+
+def test_help_is_escaped_as_rich_escapes_it() -> None:
+    """cli/commands.py escapes help texts without importing rich: the same text as rich.markup.escape gives, for
+    every help text of every command and for the cases its rule has."""
+    import typer
+    from rich.markup import escape
+
+    from dagflow.cli.commands import escape_markup
+
+    register()
+    texts = ["a\\", "a\\\\", "\\[bold]x", "\\\\[x] y", "[default: 1]", "[A-Z] [/x] [#f00] [@click]", "[a][b"]
+
+    def collect(command: typer.main.TyperGroup) -> None:
+        texts.extend(text for text in (command.help, command.short_help) if text)
+        texts.extend(param.help for param in command.params if getattr(param, "help", None))
+        for subcommand in getattr(command, "commands", {}).values():
+            collect(subcommand)
+
+    collect(typer.main.get_command(register()))  # the texts as written, before click_command tidies them
+    assert len(texts) > 100
+    assert [escape_markup(text) for text in texts] == [escape(text) for text in texts]
+
+
+def test_a_submit_loads_no_reader_of_runs_and_no_rich(tmp_path: Path) -> None:
+    """What `dagflow submit` needs is imported, not what reads runs back or draws (#41 item 3): a dry run of the
+    condor engine loads the compile path only."""
+    (tmp_path / "pipeline.yaml").write_text("name: p\nsteps:\n  a: {command: \"true\"}\n")
+    result, modules = loaded(tmp_path, "submit", "pipeline.yaml", "--dry-run", "--runs-dir", str(tmp_path / "runs"))
+    assert result.returncode == 0, result.stderr
+    readers = ("ingest", "observe", "event_log", "status_cache")
+    unexpected = ("rich", "sqlite3", "dagflow.search", *(f"dagflow.engines.condor.{name}" for name in readers))
+    assert [name for name in modules if name.startswith(unexpected)] == []

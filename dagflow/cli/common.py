@@ -201,14 +201,14 @@ def _searched_params(
 ) -> SearchedParams | None:
     """The search results the run takes (plan/searched.py SearchedParams), or None. An error about the
     pipeline's from_search is located at it; one about --params-from-search names the flag."""
+    name = source.search or spec.model.from_search
+    if name is None:
+        return None
     from dagflow.run.layout import pipeline_runs_dir
     from dagflow.search.results import SearchResultError, search_db, searched_params
     from dagflow.search.store import DEFAULT_DB
     from dagflow.spec.model import FROM_SEARCH
 
-    name = source.search or spec.model.from_search
-    if name is None:
-        return None
     try:
         if source.db is not None and not source.db.is_file():
             raise SearchResultError(f"--search-db {source.db}: no such file")

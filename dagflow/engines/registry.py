@@ -65,16 +65,15 @@ def _installed() -> dict[str, str]:
     built-in ones), read once a process, nothing imported. A plugin's entry point that takes a built-in engine's
     name is refused (which one would win would depend on sys.path order), with a warning naming its distribution."""
 
-    def order(point: EntryPoint) -> tuple[bool, bool]:
-        return point.name != DEFAULT_ENGINE, _distribution(point) != BUILTIN_DISTRIBUTION
-
-    points = sorted(entry_points(group=ENTRY_POINT_GROUP), key=order)
-    builtins = {point.name for point in points if _distribution(point) == BUILTIN_DISTRIBUTION}
+    # (point, its distribution's name): each name read once (it parses the distribution's METADATA)
+    points = [(point, _distribution(point)) for point in entry_points(group=ENTRY_POINT_GROUP)]
+    points.sort(key=lambda item: (item[0].name != DEFAULT_ENGINE, item[1] != BUILTIN_DISTRIBUTION))
+    builtins = {point.name for point, distribution in points if distribution == BUILTIN_DISTRIBUTION}
     found: dict[str, str] = {}
-    for point in points:
-        builtin = _distribution(point) == BUILTIN_DISTRIBUTION
+    for point, distribution in points:
+        builtin = distribution == BUILTIN_DISTRIBUTION
         if point.name in builtins and not builtin:
-            print(f"warning: ignoring the {point.name!r} engine of the {_distribution(point)} distribution: "
+            print(f"warning: ignoring the {point.name!r} engine of the {distribution} distribution: "
                   f"{point.name!r} is a built-in engine of dagflow's; a plugin must take a name of its own",
                   file=sys.stderr)
         elif builtin or point.name not in found:

@@ -51,7 +51,7 @@ ScalarValue = str | bool | int | float
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, defer_build=True)
 
 
 AUTO = "auto"  # a resource learned from the pipeline's past runs at plan time (dagflow/run/resources/)

@@ -24,9 +24,6 @@ from dagflow.errors import Diagnostic, closest
 from dagflow.gpu_memory import GPU_MEMORY
 from dagflow.policies import gpu_classes
 from dagflow.spec.command_files import missing_scripts
-from dagflow.spec.cron import FORM as CRON_FORM
-from dagflow.spec.cron import CronError
-from dagflow.spec.cron import normalize as normalize_cron
 from dagflow.spec.model import (
     CHECKPOINT_EXIT_CODE,
     FROM_SEARCH,
@@ -246,10 +243,12 @@ class _Checker:
     def _cron(self, schedule: Any) -> None:
         if not isinstance(schedule, dict) or not isinstance(schedule.get("cron"), str):
             return
+        from dagflow.spec.cron import FORM, CronError, normalize  # cronsim: for a pipeline with a schedule only
+
         try:
-            normalize_cron(schedule["cron"])
+            normalize(schedule["cron"])
         except CronError as exc:
-            self.add(("schedule", "cron"), str(exc), allowed=CRON_FORM)
+            self.add(("schedule", "cron"), str(exc), allowed=FORM)
 
     def _publish(self, name: str, step: dict[str, Any]) -> None:
         publish = step.get("publish")
@@ -517,9 +516,8 @@ class _Checker:
     def _resources(self, base: Path_, resources: Any) -> None:
         if not isinstance(resources, dict):
             return
-        classes = gpu_classes()
         gpu_class = resources.get("gpu_class")
-        if isinstance(gpu_class, str) and gpu_class not in classes:
+        if isinstance(gpu_class, str) and gpu_class not in (classes := gpu_classes()):  # the file read only here
             self.add((*base, "resources", "gpu_class"), f"unknown GPU placement class {gpu_class!r}",
                      allowed=", ".join(classes), hint=closest(gpu_class, classes))
         gpus = resources.get("gpus", 0)

@@ -8,6 +8,7 @@ them, here with the file's own line numbers).
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 from pathlib import Path
@@ -23,7 +24,12 @@ from dagflow.text import plural
 
 MAX_BYTES = 64 * 1024 * 1024
 SUFFIXES = {".csv": "CSV", ".json": "JSON", ".yaml": "YAML", ".yml": "YAML"}
-_ROW = TypeAdapter(Row)
+
+
+@functools.cache
+def _row_type() -> TypeAdapter[dict[str, str]]:
+    """Row's validator, built when a values file is first read (most pipelines have none)."""
+    return TypeAdapter(Row)
 
 
 class ValueFileError(ValueError):
@@ -51,7 +57,7 @@ def read_rows(path: Path, shown: str) -> list[dict[str, Any]]:
     for row, line in zip(rows, lines, strict=True):
         where = f"{shown}:{line}" if line else f"{shown}: row {len(checked) + 1}"
         try:
-            checked.append(_ROW.validate_python(row))
+            checked.append(_row_type().validate_python(row))
         except ValidationError as exc:
             error = exc.errors(include_url=False)[0]
             column = next((str(part) for part in error["loc"] if isinstance(part, str)), "")

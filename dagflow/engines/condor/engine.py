@@ -11,14 +11,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dagflow.engines.base import RESOURCE_FIELDS, EngineBase, EngineOption, Report
 from dagflow.engines.condor import status_warmer
 from dagflow.engines.condor.compile import compile_plan, run_manners
 from dagflow.engines.condor.dag_writer import DagOptions
-from dagflow.engines.condor.ingest import ingest_condor, observe_condor, status_now
-from dagflow.engines.condor.jobstate import read_jobstate
 from dagflow.engines.condor.manners import FIELDS as MANNERS
 from dagflow.engines.condor.preflight import UnstartableError, refuse_unstartable, writable_or_error
 from dagflow.engines.condor.records import CondorRecord, condor_dir
@@ -45,6 +43,37 @@ from dagflow.run.session import Work
 from dagflow.run.status import RUN_RUNNING, RunStatus, read_status
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
 from dagflow.text import plural
+
+if TYPE_CHECKING:
+    from dagflow.engines.condor.jobstate import JobstateLog
+
+
+# What reads DAGMan's files back (observe.py, ingest.py, jobstate.py) is imported when a run is read, waited
+# for or cancelled: `dagflow submit` reads none (#41 item 3).
+
+
+def observe_condor(layout: RunLayout) -> RunStatus:
+    from dagflow.engines.condor.ingest import observe_condor as observe
+
+    return observe(layout)
+
+
+def ingest_condor(layout: RunLayout) -> bool:
+    from dagflow.engines.condor.ingest import ingest_condor as ingest
+
+    return ingest(layout)
+
+
+def status_now(layout: RunLayout) -> RunStatus:
+    from dagflow.engines.condor.ingest import status_now as now
+
+    return now(layout)
+
+
+def read_jobstate(path: Path) -> JobstateLog | None:
+    from dagflow.engines.condor.jobstate import read_jobstate as read
+
+    return read(path)
 
 
 class CondorRunError(DagflowError):

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from dagflow.errors import Diagnostic
 from dagflow.plan.model import Resources, StepInfo
-from dagflow.run.resources.history import default_runs_dirs, pipeline_history, skipped_warnings
-from dagflow.run.resources.suggest import Suggestion, suggest
 from dagflow.spec.load import Spec
 from dagflow.spec.model import AUTO, StepSpec
 from dagflow.spec.yamlpos import dotted
+
+if TYPE_CHECKING:  # history and its reading are imported when some step says `auto` (most plans: none)
+    from dagflow.run.resources.suggest import Suggestion
 
 _DEFAULTS = Resources()
 _FALLBACK = {"cpus": _DEFAULTS.cpus, "memory": _DEFAULTS.memory_mb, "gpu_memory": None, "timeout": None}
@@ -37,6 +39,9 @@ class AutoResources:
 
     def suggestions(self) -> dict[str, dict[str, Suggestion]]:
         if self._suggestions is None:
+            from dagflow.run.resources.history import default_runs_dirs, pipeline_history, skipped_warnings
+            from dagflow.run.resources.suggest import suggest
+
             model = self.spec.model
             history = pipeline_history(model.name, default_runs_dirs(self.spec.file))
             self._runs = len(history)
