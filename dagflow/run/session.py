@@ -247,7 +247,8 @@ class RunSession:
         except NothingToLaunchError as nothing:
             if not work.resume:
                 raise
-            driver = nothing.driver  # nothing more to run: its status, as it ended
+            driver = nothing.driver  # nothing more to run: its status, as it ended, as a local run's
+            self.started(layout)
         else:
             driver = launched.driver
             if driver:

@@ -146,7 +146,6 @@ class CondorEngine(EngineBase):
         self.dag_options = DagOptions(
             self.settings["max_gpu_jobs"], **{name: self.settings.get(name) for name in MANNERS}
         )
-        self.last: Submission | None = None  # the latest submission
         self._ingested: RunStatus | None = None  # the status the last ingest read, for the read after it
 
     # The backend the run session drives.
@@ -193,13 +192,12 @@ class CondorEngine(EngineBase):
         prepared = load_prepared(layout)
         dry_run = self.settings["dry_run"]
         if not work.resume or not prepared.record.submissions:
-            self.last = self._first_submission(prepared, fresh=not work.resume)
+            submission = self._first_submission(prepared, fresh=not work.resume)
         elif work.edited:
-            self.last = self._submit_edited(prepared, work, dry_run)
+            submission = self._submit_edited(prepared, work, dry_run)
         elif not work.todo:
-            cluster = prepared.record.submissions[-1].cluster
-            raise NothingToResubmitError(f"run {layout.run_id} succeeded: nothing to resubmit",
-                                         driver=f"DAGMan job {cluster}.0")  # fmt: skip
+            driver = f"DAGMan job {prepared.record.submissions[-1].cluster}.0"
+            raise NothingToResubmitError(f"run {layout.run_id} succeeded: nothing to resubmit", driver)
         else:
             rescue = newest_rescue(prepared.dag)
             if rescue is None:
@@ -207,8 +205,8 @@ class CondorEngine(EngineBase):
                     f"run {layout.run_id} has no rescue DAG ({prepared.dag.name}.rescue001...): DAGMan writes one "
                     "when the DAG fails or its job is removed"
                 )
-            self.last = submit_prepared(prepared, dry_run, rescue)
-        return launched(self.last)
+            submission = submit_prepared(prepared, dry_run, rescue)
+        return launched(submission)
 
     def _first_submission(self, prepared: Prepared, fresh: bool) -> Submission:
         layout = prepared.layout
