@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
@@ -99,6 +99,7 @@ class Backend(Protocol):
     def continuing(self, layout: RunLayout) -> Mapping[str, Any] | None: ...
 
 
+@runtime_checkable
 class Foreground(Protocol):
     """An engine whose nodes can run in this process (local): `dagflow run` drives them here."""
 
@@ -233,12 +234,11 @@ class RunSession:
         from dagflow.run.follow import runs_dir_hint, terminal_reporter
 
         hint = runs_dir_hint(self.engine.runs_dir)
-        drive = getattr(self.engine, "drive", None)
-        if drive is not None:
+        if isinstance(self.engine, Foreground):
             from dagflow.run.reporting import JsonReporter
 
             self.started(layout)
-            return int(drive(layout, work, JsonReporter() if json_output else terminal_reporter(hint)).exit_code)
+            return self.engine.drive(layout, work, JsonReporter() if json_output else terminal_reporter(hint)).exit_code
         before = self.engine.read_status(layout) if work.resume and not json_output else None
         launched: Launched | None = None
         said = ""
