@@ -28,7 +28,7 @@ def run_local(plan: Plan, options: RunOptions | None = None) -> RunResult:
     options = options or RunOptions()
     engine, session = _session(options)
     layout, work = session.create(plan, Path(options.runs_dir))
-    return engine.drive(layout, work, options)
+    return engine.run_with(layout, work, options)
 
 
 def resume_local(run_id: str | None, options: RunOptions | None = None) -> RunResult:
@@ -36,7 +36,7 @@ def resume_local(run_id: str | None, options: RunOptions | None = None) -> RunRe
     options = options or RunOptions()
     engine, session = _session(options)
     layout = find_run(Path(options.runs_dir), run_id)
-    return engine.drive(layout, session.proceed(layout), options)
+    return engine.run_with(layout, session.proceed(layout), options)
 
 
 def create_local(plan: Plan, options: RunOptions | None = None) -> tuple[LocalEngine, Path]:
@@ -50,4 +50,4 @@ def submit_local(plan: Plan, options: RunOptions | None = None) -> tuple[LocalEn
     """A new run of plan started by a detached runner: the engine, the run directory and the runner's pid."""
     engine, session = _session(options or RunOptions())
     layout, work = session.create(plan, Path(engine.run_options.runs_dir))
-    return engine, layout.run_dir, engine.launch(layout, work)
+    return engine, layout.run_dir, engine.launch(layout, work).handle

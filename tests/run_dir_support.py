@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 def entries(run_dir: Path) -> dict[str, tuple[int, int, int]]:
@@ -26,3 +27,10 @@ def read_only(run_dir: Path) -> Iterator[None]:
     finally:
         for path, mode in modes.items():
             path.chmod(mode)
+
+
+def states(engine: Any, run_dir: Path) -> dict[str, str]:
+    """Node name -> state, as the engine reads the run (engines/base.py read_status)."""
+    from dagflow.run.layout import RunLayout
+
+    return engine.read_status(RunLayout.from_run_dir(run_dir)).node_states()

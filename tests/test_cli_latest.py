@@ -121,3 +121,65 @@ def test_submit_local_refuses_a_gpu_this_machine_lacks(tmp_path: Path) -> None:
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 2 and "no GPU 7 on this machine" in done.stderr, done.stderr
     assert not list(tmp_path.glob(".dagflow/runs/*/plan.json"))  # refused before a run was made
+
+
+def _latest_writes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Every write of a runs directory's `latest` pointer in this process, in order."""
+    from dagflow.run import layout
+
+    writes: list[bytes] = []
+    write = layout.write_atomic
+
+    def counted(path: Path, data: bytes, mode: int = 0o644) -> None:
+        if Path(path).name == LATEST_FILE:
+            writes.append(data)
+        write(path, data, mode)
+
+    monkeypatch.setattr(layout, "write_atomic", counted)
+    return writes
+
+
+def test_a_resumed_run_marks_latest_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`latest` has one owner, the run session's "the run started": a resumed local run used to write it twice
+    (once as the session continued the run, once as the engine started it)."""
+    import subprocess
+    import sys
+
+    from typer.testing import CliRunner
+
+    from dagflow.cli import app
+
+    (tmp_path / "p.yaml").write_text("name: tiny\nsteps:\n  hello:\n    command: python -c \"print('hi')\"\n")
+    runs = tmp_path / ".dagflow" / "runs"
+    for run_id in ("first", "second"):
+        done = subprocess.run([sys.executable, "-m", "dagflow", "run", "p.yaml", "--run-id", run_id],
+                              cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    writes = _latest_writes(monkeypatch)
+    resumed = CliRunner().invoke(app, ["run", "--resume", "first", "--runs-dir", str(runs)])
+    assert resumed.exit_code == 0, resumed.output
+    assert writes == [b"first\n"]
+    assert (runs / LATEST_FILE).read_text() == "first\n"
+
+
+def test_a_resubmit_that_fails_to_start_leaves_latest_alone(tmp_path: Path) -> None:
+    """The local engine refuses a GPU this machine lacks as it launches a continued run: nothing started, so
+    `latest` stays the run that ran last (the session used to mark the continued run before its launch)."""
+    import subprocess
+    import sys
+
+    from dagflow.engines.local.devices import present_devices
+
+    if "7" in present_devices():
+        pytest.skip("a machine with eight GPUs: GPU 7 is there")
+    (tmp_path / "p.yaml").write_text("name: tiny\nsteps:\n  hello:\n    command: python -c \"print('hi')\"\n")
+
+    def dagflow(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "dagflow", *args], cwd=tmp_path, capture_output=True, text=True)
+
+    for run_id in ("first", "second"):
+        assert dagflow("run", "p.yaml", "--run-id", run_id).returncode == 0
+    runs = tmp_path / ".dagflow" / "runs"
+    refused = dagflow("resubmit", "first", "--gpus", "7")
+    assert refused.returncode == 2 and "no GPU 7 on this machine" in refused.stderr, refused.stderr
+    assert (runs / LATEST_FILE).read_text() == "second\n"

@@ -16,7 +16,7 @@ from condor_runs import prepare_condor
 from typer.testing import CliRunner
 
 from dagflow.cli import app
-from dagflow.engines.base import EngineBase, EngineOption, Report
+from dagflow.engines.base import EngineBase, EngineOption
 from dagflow.engines.registry import (
     EngineChoiceError,
     engine_class,
@@ -32,6 +32,7 @@ from dagflow.engines.registry import (
 from dagflow.plan import Plan
 from dagflow.plan.expand import expand
 from dagflow.run.layout import RunLayout
+from dagflow.run.reports import Launched
 from dagflow.run.session import Work
 from dagflow.run.status import RunStatus, read_status
 from dagflow.spec import parse_spec
@@ -61,9 +62,10 @@ class FakeEngine(EngineBase):
     def prepare(self, plan: Plan, run_dir: Path) -> None:
         self._note(run_dir, "prepare")
 
-    def launch(self, layout: RunLayout, work: Work) -> str:
+    def launch(self, layout: RunLayout, work: Work) -> Launched:
         self._note(layout.run_dir, "resume" if work.resume else "submit")
-        return "fake-2" if work.resume else "fake-1"
+        handle = "fake-2" if work.resume else "fake-1"
+        return Launched(handle, {"handle": handle})
 
     def wait(self, run_dir: Path) -> None:
         self._note(run_dir, "wait")
@@ -75,9 +77,6 @@ class FakeEngine(EngineBase):
 
     def cancel(self, run_dir: Path) -> None:
         self._note(run_dir, "cancel")
-
-    def submitted(self, run_dir: Path, handle: str) -> Report:
-        return Report({"run_id": Path(run_dir).name, "engine": self.name, "handle": handle}, [f"fake {handle}"])
 
 
 @pytest.fixture
@@ -160,7 +159,9 @@ def test_a_plugin_engine_runs_through_submit_status_cancel_and_resume(tmp_path: 
     assert json.loads(status.stdout)["engine"] == "fake"
 
     # every command that continues the run uses the recorded engine, without --engine
-    assert invoke("submit", "--resume", "r1", "--runs-dir", runs).stdout == "fake fake-2\n"
+    # what it started is data (its facts in --json); the words are the session's, the same for every engine
+    resumed = invoke("submit", "--resume", "r1", "--runs-dir", runs)
+    assert resumed.stdout == "submitted run r1 to fake; follow it with `dagflow status r1`\n"
     assert invoke("resubmit", "r1", "--runs-dir", runs).exit_code == 0
     assert invoke("run", "--resume", "r1", "--runs-dir", runs, "--json").exit_code == 1  # not-started: exit 1
     assert invoke("cancel", "r1", "--runs-dir", runs).exit_code == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from local_run import create_local, resume_local, run_local, submit_local
+from run_dir_support import states
 from test_local_support import make_plan, node, step
 
 from dagflow.engines.local import LocalEngine, RunOptions
@@ -251,13 +252,13 @@ def test_the_engine_contract_runs_a_detached_runner(tmp_path: Path) -> None:
     s = step("s")
     plan = make_plan(tmp_path, [s], [node("a", "s", "echo a"), node("b", "s", "echo b", parents=["a"])])
     engine, run_dir = create_local(plan, options(tmp_path))
-    assert engine.status(run_dir) == {"a": "pending", "b": "pending"}
-    assert int(engine.launch(RunLayout.from_run_dir(run_dir), Work(plan, tuple(plan.nodes)))) > 0
+    assert states(engine, run_dir) == {"a": "pending", "b": "pending"}
+    assert int(engine.launch(RunLayout.from_run_dir(run_dir), Work(plan, tuple(plan.nodes))).handle) > 0
     deadline = time.monotonic() + 30
     while read_status(RunLayout.from_run_dir(run_dir)).state not in ("succeeded", "failed"):
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert engine.status(run_dir) == {"a": "succeeded", "b": "succeeded"}
+    assert states(engine, run_dir) == {"a": "succeeded", "b": "succeeded"}
 
 
 def test_output_is_captured_whole_and_retries_append(tmp_path: Path) -> None:
@@ -286,7 +287,7 @@ def test_a_running_nodes_output_reaches_its_log_while_it_runs(tmp_path: Path) ->
         while lines(layout.stdout_path("chatty")) != ["started"] or lines(layout.stderr_path("chatty")) != ["warming"]:
             assert time.monotonic() < deadline, "the output of a running node never reached its logs"
             time.sleep(0.05)
-        assert engine.status(run_dir)["chatty"] == "running"
+        assert states(engine, run_dir)["chatty"] == "running"
     finally:
         engine.cancel(run_dir)
 
@@ -296,14 +297,14 @@ def test_engine_cancel_sends_sigterm_and_the_run_ends_interrupted(tmp_path: Path
 
     engine, run_dir, layout = submit_detached(tmp_path, "sleepy", "sleep 30")
     deadline = time.monotonic() + 30
-    while engine.status(run_dir)["sleepy"] != "running":
+    while states(engine, run_dir)["sleepy"] != "running":
         assert time.monotonic() < deadline
         time.sleep(0.05)
     engine.cancel(run_dir)
     while read_status(layout).state != "interrupted":
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert engine.status(run_dir) == {"sleepy": "interrupted"}
+    assert states(engine, run_dir) == {"sleepy": "interrupted"}
 
 
 def test_gpus_are_discovered_with_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from batch_run import resume_sge, submit_sge, wait_sge
 from rich.console import Console
+from run_dir_support import states
 
 from dagflow.engines.batch.node import main as node_main
 from dagflow.engines.batch.records import BatchRecords
@@ -280,16 +281,16 @@ def test_cancel_deletes_every_job_and_stops_the_running_nodes(tmp_path: Path) ->
     engine = SgeEngine()
     layout, work = run_session(engine).create(plan, runs(tmp_path))
     run_dir = layout.run_dir
-    assert set(engine.status(run_dir).values()) == {"pending"}
-    jobs = engine.launch(layout, work).split(",")
-    eventually(lambda: set(engine.status(run_dir).values()) >= {"running"}, "a long node running")
+    assert set(states(engine, run_dir).values()) == {"pending"}
+    jobs = engine.launch(layout, work).handle.split(",")
+    eventually(lambda: set(states(engine, run_dir).values()) >= {"running"}, "a long node running")
     assert read_run_status(layout).state == "running"
     engine.cancel(run_dir)
     status = read_run_status(layout)
     assert status.state == "interrupted"
-    states = status.node_states()
-    assert {states["after.a"], states["after.b"]} == {"pending"}
-    running = [name for name in ("long.a", "long.b") if states[name] == "interrupted"]
+    ended = status.node_states()
+    assert {ended["after.a"], ended["after.b"]} == {"pending"}
+    running = [name for name in ("long.a", "long.b") if ended[name] == "interrupted"]
     assert running and all(status.record(name).why == "cancelled" for name in running)
     assert run_jobs(jobs) == {}
     eventually(lambda: not sleepers(), "the cancelled nodes' processes gone", timeout=60)

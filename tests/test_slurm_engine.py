@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from batch_run import resume_slurm, submit_slurm, wait_slurm
 from rich.console import Console
+from run_dir_support import states
 
 from dagflow.engines.batch.records import BatchRecords
 from dagflow.engines.registry import read_run_status, run_session
@@ -151,10 +152,10 @@ def test_cancel_through_the_engine_contract_stops_running_nodes_and_drops_pendin
     engine = SlurmEngine()
     layout, work = run_session(engine).create(plan, runs(tmp_path))
     run_dir = layout.run_dir
-    assert engine.status(run_dir) == {"long": "pending", "after": "pending"}
-    jobs = engine.launch(layout, work).split(",")
+    assert states(engine, run_dir) == {"long": "pending", "after": "pending"}
+    jobs = engine.launch(layout, work).handle.split(",")
     deadline = time.monotonic() + 20
-    while engine.status(run_dir)["long"] != "running":
+    while states(engine, run_dir)["long"] != "running":
         assert time.monotonic() < deadline, "the long node never started"
         time.sleep(0.1)
     assert read_run_status(layout).state == "running"

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from dagflow.cli.common import NO_PARAMS_SOURCE, ParamsSource, fail, load_plan_or_exit
-from dagflow.engines.base import EngineOption, Report
+from dagflow.engines.base import EngineOption
 from dagflow.engines.registry import EngineChoiceError, engine_names, engine_options
 from dagflow.errors import DagflowError
 
 if TYPE_CHECKING:
     from dagflow.plan import Plan
+    from dagflow.run.reports import Report
 
 SETTINGS_PARAMETER = "engine_settings"  # the decorated command's parameter receiving the given options
 

@@ -118,8 +118,8 @@ def run_command(
             layout = find_run_from(runs_dir, resume)
             name = continued_engine(layout, engine)
             check_engine_settings(name, given, "run")
-            chosen = load_engine(name, as_typed(layout.runs_dir), given)
-            work = run_session(chosen).proceed(layout)
+            session = run_session(load_engine(name, as_typed(layout.runs_dir), given))
+            work = session.proceed(layout)
         else:
             if pipeline is None:
                 raise UsageError("give a pipeline file to run, or --resume RUN_ID")
@@ -127,10 +127,10 @@ def run_command(
             check_engine_settings(name, given, "run")
             plan = _load_plan(pipeline, run_id, name, only or [], sets or [], given, searched)
             chosen_dir = runs_dir_of(pipeline, runs_dir)
-            chosen = load_engine(name, chosen_dir, given)
-            layout, work = run_session(chosen).start(plan, chosen_dir)
-        code = chosen.run(layout, work, json_output)
-        if code is None:  # a batch engine: show where the run ended
+            session = run_session(load_engine(name, chosen_dir, given))
+            layout, work = session.start(plan, chosen_dir)
+        code = session.run(layout, work, json_output)
+        if code is None:  # waited for with --json: show where the run ended
             code = print_run_status(layout, json_output)
     except DagflowError as error:
         fail(error)

@@ -210,9 +210,9 @@ def run_command(
     runs_dir = runs_dir_of(pipeline, None)
     try:
         # this machine, as `dagflow run` runs the whole pipeline
-        engine = load_engine("local", runs_dir, {"force": force or []})
-        layout, work = run_session(engine).start(plan, Path(runs_dir))
-        code = engine.run(layout, work, json_output=False)
+        session = run_session(load_engine("local", runs_dir, {"force": force or []}))
+        layout, work = session.start(plan, Path(runs_dir))
+        code = session.run(layout, work, json_output=False)
     except DagflowError as error:
         fail(error)
     raise typer.Exit(code or 0)  # the local engine always shows the outcome itself

@@ -124,8 +124,8 @@ def submit_command(
             layout = find_run_from(runs_dir, resume)
             name = continued_engine(layout, engine)
             check_engine_settings(name, given, "submit")
-            chosen = load_engine(name, layout.runs_dir, given)
-            work = run_session(chosen).proceed(layout, dry_run=bool(given.get("dry_run")))
+            session = run_session(load_engine(name, layout.runs_dir, given))
+            work = session.proceed(layout, dry_run=bool(given.get("dry_run")))
         else:
             if pipeline is None:
                 raise EngineUsageError("give a pipeline file to submit, or --resume RUN_ID")
@@ -133,13 +133,13 @@ def submit_command(
             check_engine_settings(name, given, "submit")
             plan = load_plan_for(pipeline, run_id, name, only, sets, given, searched)
             chosen_dir = runs_dir_of(pipeline, runs_dir)
-            chosen = load_engine(name, chosen_dir, given)
-            layout, work = run_session(chosen).start(plan, chosen_dir, dry_run=bool(given.get("dry_run")))
-        handle = chosen.launch(layout, work)
+            session = run_session(load_engine(name, chosen_dir, given))
+            layout, work = session.start(plan, chosen_dir, dry_run=bool(given.get("dry_run")))
         if wait:
-            chosen.wait(layout.run_dir)
+            session.launch(layout, work)
+            session.engine.wait(layout.run_dir)
             raise typer.Exit(print_run_status(layout, json_output))
-        report = chosen.submitted(layout.run_dir, handle)
+        report = session.submit(layout, work)
     except DagflowError as error:
         fail(error)
     except OSError as error:
@@ -170,9 +170,8 @@ def resubmit_command(
         layout = find_run_from(runs_dir, run_id)
         name = continued_engine(layout, None)
         check_engine_settings(name, given, "resubmit")
-        chosen = load_engine(name, layout.runs_dir, given)
-        work = run_session(chosen).proceed(layout, dry_run=bool(given.get("dry_run")))
-        report = chosen.submitted(layout.run_dir, chosen.launch(layout, work))
+        session = run_session(load_engine(name, layout.runs_dir, given))
+        report = session.submit(layout, session.proceed(layout, dry_run=bool(given.get("dry_run"))))
     except DagflowError as error:
         fail(error)
     print_report(report, json_output)
@@ -189,15 +188,11 @@ def cancel_command(
 
     Finished nodes stay finished: continue with `dagflow resubmit` (or `--resume`).
     """
-    from dagflow.engines.registry import engine_for_run
+    from dagflow.engines.registry import engine_for_run, run_session
 
     try:
         layout = find_run_from(runs_dir, run_id)
-        chosen = engine_for_run(layout)
-        chosen.cancel(layout.run_dir)
-        report = chosen.cancelled(layout.run_dir)
-        if report is None:
-            chosen.wait(layout.run_dir)  # the engine stops its nodes and journals them
+        report = run_session(engine_for_run(layout)).cancel(layout)
     except DagflowError as error:
         fail(error)
     if report is not None:

@@ -31,7 +31,7 @@ Every caller (validate, run, submit, compile, search run) gets the checks from r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from dagflow.plan import Plan
     from dagflow.run.layout import RunLayout
     from dagflow.run.live_runs import Live
+    from dagflow.run.reports import Cancelled, Launched
     from dagflow.run.session import Work
     from dagflow.run.status import RunStatus
 
@@ -100,25 +101,21 @@ class EngineDeclaration:
     provides: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Report:
-    """What a command prints about an engine's action: one JSON object with --json, else lines."""
-
-    data: dict[str, Any]
-    lines: list[str] = field(default_factory=list)  # for stdout
-    notes: list[str] = field(default_factory=list)  # for stderr, before the lines
-    text: str = ""  # written to stdout as is after the lines (a dry run's submit description)
-
-
 @runtime_checkable
 class Engine(Protocol):
     """A backend the run session (run/session.py) drives: the session makes the run directory, asks the
-    live-run rule and re-plans an edited run; an engine writes its own files, starts the work and reads it."""
+    live-run rule, re-plans an edited run, marks `latest`, follows the run and says what happened; an engine
+    writes its own files, starts the work, reads it and stops it, and returns data, never words to print.
+    An engine whose nodes can run in this process adds `drive(layout, work, reporter) -> RunResult`
+    (session.py Foreground): `dagflow run` runs them there, in the foreground."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
     options: ClassVar[tuple[EngineOption, ...]]
     honours: ClassVar[frozenset[str]]
+    system: str  # where its nodes run, as the live view and the reports name it ("HTCondor"); "": here
+    runs_dir: Path  # as the user gave it (EngineClass(runs_dir, settings)): the hints printed name it so
+    poll_s: float  # seconds between two looks at a run the session follows
 
     def prepare(self, plan: Plan, run_dir: Path) -> None:
         """Check plan and write the files the engine generates for it into run_dir (compiled ones); start
@@ -128,19 +125,13 @@ class Engine(Protocol):
         """Refuse continuing the run with these settings where the engine cannot; the settings its edited
         pipeline file is checked with (registry.spec_checks)."""
 
-    def launch(self, layout: RunLayout, work: Work) -> str:
-        """Start work (a new run's nodes, or what a continued run has left) and return without waiting; an
-        engine-specific handle (a job id, a pid)."""
-
-    def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
-        """`dagflow run`: start work and block until it ends. Returns the exit code when the engine showed the
-        outcome itself, None when the caller shows the run's status."""
+    def launch(self, layout: RunLayout, work: Work) -> Launched:
+        """Start work (a new run's nodes, or what a continued run has left) and return without waiting: what
+        it started, as data (run/reports.py Launched). A continued run with nothing left to start may raise
+        run/session.py NothingToLaunchError."""
 
     def wait(self, run_dir: Path) -> None:
         """Block until the run's work has ended (succeeded, failed or stopped)."""
-
-    def status(self, run_dir: Path) -> dict[str, str]:
-        """Node name -> state, read from what the engine wrote into run_dir."""
 
     def ingest(self, run_dir: Path) -> bool:
         """Fold what the engine's scheduler observed since the last ingest (its files, its accounting) into
@@ -152,18 +143,13 @@ class Engine(Protocol):
         """The run's whole status view (`dagflow status`), read from the run directory without writing it
         (a live run's facts may still be asked of the scheduler)."""
 
-    def cancel(self, run_dir: Path) -> None:
-        """Stop the work started by launch."""
+    def cancel(self, run_dir: Path) -> Cancelled | None:
+        """Stop the work started by launch: what it stopped itself, or None where what drives the run stops
+        its nodes (the session waits for that)."""
 
     def live(self, layout: RunLayout) -> Live | None:
         """What of the run is still live (its nodes that run or may still start, what drives it), read from the
         engine's own records without changing anything; None: nothing. The one rule over it: run/live_runs.py."""
-
-    def submitted(self, run_dir: Path, handle: str) -> Report:
-        """What `dagflow submit` (and `resubmit`) print after launch returned handle."""
-
-    def cancelled(self, run_dir: Path) -> Report | None:
-        """What `dagflow cancel` prints; None: wait for the run to stop and show its status."""
 
 
 class EngineBase:
@@ -173,6 +159,8 @@ class EngineBase:
     summary: ClassVar[str] = ""
     options: ClassVar[tuple[EngineOption, ...]] = ()
     honours: ClassVar[frozenset[str]] = frozenset()
+    system: ClassVar[str] = ""
+    poll_s: ClassVar[float] = 1.0
 
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
         from dagflow.run.layout import DEFAULT_RUNS_DIR
@@ -192,26 +180,6 @@ class EngineBase:
 
     def continuing(self, layout: RunLayout) -> Mapping[str, Any] | None:
         return self.settings
-
-    def status(self, run_dir: Path) -> dict[str, str]:
-        from dagflow.run.layout import RunLayout
-
-        return self.read_status(RunLayout.from_run_dir(run_dir)).node_states()  # type: ignore[attr-defined]
-
-    def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
-        self.launch(layout, work)  # type: ignore[attr-defined]
-        self.wait(layout.run_dir)  # type: ignore[attr-defined]
-        return None
-
-    def submitted(self, run_dir: Path, handle: str) -> Report:
-        run_id = Path(run_dir).name
-        return Report(
-            {"run_id": run_id, "engine": self.name},
-            [f"submitted run {run_id} to {self.name}; follow it with `dagflow status {run_id}`"],
-        )
-
-    def cancelled(self, run_dir: Path) -> Report | None:
-        return None
 
     def live(self, layout: RunLayout) -> Live | None:
         """Live while its status says something drives it (runner_alive): every node not finished yet."""

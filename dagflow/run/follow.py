@@ -252,6 +252,14 @@ def follow_run(
     return result
 
 
+def stop_notes(status: RunStatus, states: dict[str, str]) -> list[str]:
+    """What a run's summary adds about why the job driving it stopped, when no failed node says why (a DAG
+    DAGMan could not parse, its removed job)."""
+    reason = status.extra.get("dagman_reason")
+    failed = any(state == FAILED for state in states.values())
+    return [f"DAGMan: {reason}"] if reason and status.state != SUCCEEDED and not failed else []
+
+
 def _pause(reporter: Reporter, seconds: float) -> None:
     """Wait seconds, letting a live view redraw its clock meanwhile."""
     tick = reporter.tick_interval

@@ -1,17 +1,23 @@
 """One run's lifecycle, the same on every engine: the run directory made and its engine recorded, the live-run
-rule (live_runs.py) asked before anything starts or continues, and a continued run re-planned after an edit of
-its pipeline file. Every caller that starts or continues a run (the CLI, schedules, search trials, embedding
-programs) goes through a RunSession; an engine is only the backend it drives:
+rule (live_runs.py) asked before anything starts or continues, a continued run re-planned after an edit of
+its pipeline file, `latest` marked once the work started, and a run waited for, followed with the live view
+or reported (`--json` too). Every caller that starts or continues a run (the CLI, schedules, search trials,
+embedding programs) goes through a RunSession; an engine is only the backend it drives:
 
-    session = RunSession(engine, live_of)           # engines/registry.py run_session builds one
-    layout, work = session.start(plan, runs_dir)    # a new run, or the cut-short run it is exactly
-    work = session.proceed(layout)                  # `--resume`, `resubmit`
-    handle = engine.launch(layout, work)            # or engine.run(layout, work, ...) in the foreground
+    session = RunSession(engine, live_of, checks_of)  # engines/registry.py run_session builds one
+    layout, work = session.start(plan, runs_dir)      # a new run, or the cut-short run it is exactly
+    work = session.proceed(layout)                    # `--resume`, `resubmit`
+    launched = session.launch(layout, work)           # started, not waited for (`submit`)
+    code = session.run(layout, work, json_output)     # started and followed to its end (`run`)
 
 What a backend gives the session (engines/base.py Engine): its name, `prepare(plan, run_dir)` (the files it
-generates for a plan, written before plan.json marks the run made, and again after a re-plan), `ingest` and
-`read_status` (which nodes finished), and `continuing(layout)` (its refusal of a continuation it cannot
-make, and the settings an edited pipeline is checked with).
+generates for a plan, written before plan.json marks the run made, and again after a re-plan), `launch`
+(what it started, as data: Launched), `wait`, `ingest` and `read_status` (which nodes finished), `cancel`
+(what it stopped, as data: Cancelled) and `continuing(layout)` (its refusal of a continuation it cannot
+make, and the settings an edited pipeline is checked with). An engine whose nodes run in this process
+(local) also has `drive(layout, work, reporter)`: `dagflow run` runs the work there, in the foreground,
+telling the reporter the session chose of each start and end. Engines never print: every word a command
+says about a run is made here, in follow.py and in reports.py.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
@@ -33,10 +39,14 @@ from dagflow.run.journal import DONE_STATES, append_events, replan_event
 from dagflow.run.layout import RunLayout
 from dagflow.run.live_runs import LiveOf, admit_continued, admit_new
 from dagflow.run.replan import changed_nodes, replanned
+from dagflow.run.reports import Cancelled, Launched, Report, cancelled_report, submitted_report
+from dagflow.run.result import EXIT_INTERRUPTED
 from dagflow.run.status import write_plan_index
 from dagflow.text import plural
 
 if TYPE_CHECKING:
+    from dagflow.run.reporting import Reporter
+    from dagflow.run.result import RunResult
     from dagflow.run.status import RunStatus
     from dagflow.spec.load import SpecCheck
 
@@ -59,16 +69,41 @@ class Work:
     edited: bool = False  # re-planned from its edited pipeline file
 
 
+class NothingToLaunchError(DagflowError):
+    """A continued run has nothing left to start (it succeeded, unedited): `dagflow run --resume` shows it as
+    it ended, `resubmit` refuses (exit 2). driver: the job that drove it, as Launched names one."""
+
+    def __init__(self, message: str, driver: str = "") -> None:
+        super().__init__(message)
+        self.driver = driver
+
+
 class Backend(Protocol):
     name: str
+    system: str  # where its nodes run, as the live view says it ("HTCondor", "Slurm"); "": this machine
+    runs_dir: Path  # as the user gave it: the hints in what a command prints name it so
+    poll_s: float  # seconds between two looks at a run while following it
 
     def prepare(self, plan: Plan, run_dir: Path) -> None: ...
+
+    def launch(self, layout: RunLayout, work: Work) -> Launched: ...
+
+    def wait(self, run_dir: Path) -> None: ...
 
     def ingest(self, run_dir: Path) -> bool: ...
 
     def read_status(self, layout: RunLayout) -> RunStatus: ...
 
+    def cancel(self, run_dir: Path) -> Cancelled | None: ...
+
     def continuing(self, layout: RunLayout) -> Mapping[str, Any] | None: ...
+
+
+@runtime_checkable
+class Foreground(Protocol):
+    """An engine whose nodes can run in this process (local): `dagflow run` drives them here."""
+
+    def drive(self, layout: RunLayout, work: Work, reporter: Reporter) -> RunResult: ...
 
 
 # (engine name, its settings or None) -> the spec checks a pipeline is loaded with (engines/registry.py)
@@ -143,8 +178,6 @@ class RunSession:
         self.engine.ingest(layout.run_dir)  # what finished since the engine's last look
         states = self.engine.read_status(layout).node_states()
         if fresh is None:
-            if not dry_run:
-                layout.mark_latest()
             todo = tuple(name for name in plan.nodes if states.get(name) not in DONE_STATES)
             return Work(plan, todo, resume=True)
         forget = changed_nodes(plan, fresh)
@@ -166,5 +199,98 @@ class RunSession:
             write_atomic(layout.plan_path, fresh.to_json().encode())
             write_plan_index(layout, fresh)
             layout.record_pipeline(fresh)
-            layout.mark_latest()
         return Work(fresh, todo, resume=True, edited=True)
+
+    def started(self, layout: RunLayout) -> None:
+        """The run's work started (launched, or driven here): the one place a run becomes `latest`, so a
+        launch that failed, a dry run and a re-plan that started nothing leave the pointer where it was."""
+        layout.mark_latest()
+
+    def launch(self, layout: RunLayout, work: Work) -> Launched:
+        """Start work without waiting for it (`submit`, `resubmit`, a search trial)."""
+        launched = self.engine.launch(layout, work)
+        if launched.preview is None:
+            self.started(layout)
+        return launched
+
+    def submit(self, layout: RunLayout, work: Work) -> Report:
+        """Launch work; what `submit` and `resubmit` print about it."""
+        launched = self.launch(layout, work)
+        return submitted_report(layout.run_id, self.engine.name, self.engine.system, launched)
+
+    def cancel(self, layout: RunLayout) -> Report | None:
+        """Stop the run; what `cancel` prints, or None once what drove it stopped it (its status tells)."""
+        cancelled = self.engine.cancel(layout.run_dir)
+        if cancelled is not None:
+            return cancelled_report(layout.run_id, self.engine.name, cancelled)
+        self.engine.wait(layout.run_dir)  # the engine stops its nodes and journals them
+        return None
+
+    def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
+        """`dagflow run`: start work and follow it to its end. On an engine that runs it here, its runner
+        reports to the live view (JSON events with --json) and the exit code is the run's. Elsewhere the work
+        is launched and followed as a local run is shown (follow.py), from what each look at the run finds;
+        with --json it is waited for, and None returned: the caller prints the run's final status."""
+        from dagflow.run.follow import runs_dir_hint, terminal_reporter
+
+        hint = runs_dir_hint(self.engine.runs_dir)
+        if isinstance(self.engine, Foreground):
+            from dagflow.run.reporting import JsonReporter
+
+            self.started(layout)
+            return self.engine.drive(layout, work, JsonReporter() if json_output else terminal_reporter(hint)).exit_code
+        before = self.engine.read_status(layout) if work.resume and not json_output else None
+        launched: Launched | None = None
+        said = ""
+        try:
+            launched = self.launch(layout, work)
+        except NothingToLaunchError as nothing:
+            if not work.resume:
+                raise
+            driver = nothing.driver  # nothing more to run: its status, as it ended, as a local run's
+            self.started(layout)
+        else:
+            driver = launched.driver
+            if driver:
+                said = f"resubmitted run {layout.run_id}: {driver}" if work.resume else (
+                    f"submitted run {layout.run_id}: {driver}; waiting for it")  # fmt: skip
+        try:  # from here on, Ctrl-C stops the waiting, not the run one job drives (as its users expect)
+            if said:
+                print(said, file=sys.stderr)
+            if json_output:
+                self.engine.wait(layout.run_dir)
+                return None
+            result = self._follow(layout, launched, terminal_reporter(hint, show_starts=True), before)
+        except KeyboardInterrupt:
+            if not driver:
+                raise
+            run_id = layout.run_id
+            print(
+                f"dagflow: stopped waiting; run {run_id} keeps running on {self.engine.system} ({driver}): follow "
+                f"it with `dagflow status {run_id}{hint}`, cancel it with `dagflow cancel {run_id}{hint}`",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
+        return result.exit_code
+
+    def _follow(
+        self, layout: RunLayout, launched: Launched | None, reporter: Reporter, before: RunStatus | None
+    ) -> RunResult:
+        """Follow a run the engine launched (None: nothing was left to launch) from what each look finds: the
+        engine's ingest, then its status."""
+        from dagflow.run.follow import follow_run, stop_notes
+
+        engine = self.engine
+
+        def read() -> RunStatus:
+            engine.ingest(layout.run_dir)
+            return engine.read_status(layout)
+
+        where = engine.system
+        if launched is not None and launched.driver:
+            where = f"{where} ({launched.driver})"
+        elif launched is not None and launched.jobs:
+            jobs = launched.jobs
+            shown = ", ".join(jobs[:3]) + (", ..." if len(jobs) > 3 else "")
+            where = f"{where} (job{'s' if len(jobs) > 1 else ''} {shown})"
+        return follow_run(read, reporter, where, engine.poll_s, before, notes=stop_notes)

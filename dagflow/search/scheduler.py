@@ -411,7 +411,7 @@ class Scheduler:
         observed = observe_run(run_dir, trial.submitted or trial.created, self.options.start_grace_s)
         if observed.state == CUT_SHORT:
             layout = RunLayout.from_run_dir(run_dir)
-            handle = self.engine.launch(layout, self.session.proceed(layout))
+            handle = self.session.launch(layout, self.session.proceed(layout)).handle
             self.say(f"[{trial.label}] resumed run {trial.run_id} (job {handle}): {observed.why}")
 
     def _fill(self, region: str) -> None:
@@ -494,7 +494,7 @@ class Scheduler:
             else:  # prepared by a scheduler that was stopped before it started the run
                 self.session.admit(plan, self.runs_dir)
                 work = Work(plan, tuple(plan.nodes))
-            handle = self.engine.launch(layout, work)
+            handle = self.session.launch(layout, work).handle
         except DagflowError as error:
             self._end(trial, CANCELLED, error=f"could not be submitted: {error}")
             raise

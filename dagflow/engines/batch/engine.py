@@ -13,16 +13,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from dagflow.engines.base import EngineBase, Report
+from dagflow.engines.base import EngineBase
 from dagflow.engines.batch.observe import BatchObserver
 from dagflow.engines.batch.records import JobRecord
 from dagflow.engines.batch.submitted import Submitted
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.plan.graph import check_plan
-from dagflow.run.follow import follow_run, runs_dir_hint, terminal_reporter
 from dagflow.run.journal import append_events, finish_event, run_event
 from dagflow.run.layout import RunLayout
+from dagflow.run.reports import Launched
 from dagflow.run.result import RUN_INTERRUPTED
 from dagflow.run.session import Work
 from dagflow.run.status import RunStatus
@@ -36,21 +36,18 @@ class BatchEngine(EngineBase):
     # The shared node wrapper (node.py) carries out the timeout and runtime.python; the rest is job options.
     honours: ClassVar[frozenset[str]] = frozenset({"cpus", "memory", "gpus", "timeout", "runtime.python"})
     observer: ClassVar[BatchObserver[Any]]
+    poll_s: ClassVar[float] = WAIT_POLL_S
     run_error: ClassVar[type[DagflowError]]
 
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
         super().__init__(runs_dir, settings)
-        self.last: Submitted | None = None  # the latest submission, for submitted()
+        self.last: Submitted | None = None  # the latest submission
         self._observed: RunStatus | None = None  # the status the last ingest found, for the read after it
         self.arrays = True  # False: one job per node even where a job array would do (for comparison)
 
     @property
-    def title(self) -> str:
-        return self.observer.title
-
-    @property
     def driver(self) -> str:
-        return f"its jobs in {self.title}"
+        return f"its jobs in {self.system}"
 
     def check_reachable(self) -> None:
         """Fail with "no <scheduler> reachable" (before anything is created)."""
@@ -91,7 +88,6 @@ class BatchEngine(EngineBase):
         except DagflowError:
             append_events(layout.journal_path, [finish_event(RUN_INTERRUPTED)])
             raise
-        layout.mark_latest()  # only a submission the scheduler took
         return Submitted(layout, sub, len(todo), [record.job for record in jobs], time.perf_counter() - started)
 
     # The backend the run session drives.
@@ -104,10 +100,12 @@ class BatchEngine(EngineBase):
             self.check_reachable()
             records.create()
 
-    def launch(self, layout: RunLayout, work: Work) -> str:
+    def launch(self, layout: RunLayout, work: Work) -> Launched:
         """Submit work's nodes; returns once the scheduler holds them all (their DAG as job dependencies)."""
-        self.last = self._submit(layout, work.plan, list(work.todo), resume=work.resume, arrays=self.arrays)
-        return ",".join(self.last.jobs)
+        last = self.last = self._submit(layout, work.plan, list(work.todo), resume=work.resume, arrays=self.arrays)
+        seconds = round(last.seconds, 3)
+        facts = {"submission": last.sub, "nodes": last.nodes, "jobs": last.jobs, "seconds": seconds}
+        return Launched(",".join(last.jobs), facts, jobs=tuple(last.jobs), nodes=last.nodes, seconds=seconds)
 
     def wait(self, run_dir: Path) -> None:
         self.wait_run(RunLayout.from_run_dir(run_dir))
@@ -125,29 +123,5 @@ class BatchEngine(EngineBase):
             return observed
         return self.observer.read_status(layout)
 
-    def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
-        """Submit (or resume) the run and wait for it, showing it as a local run shows (live view, event
-        lines, summary) from what each look at the queue and the journal finds; with --json, the caller
-        prints the final status."""
-        if json_output:
-            return super().run(layout, work, json_output)
-        before = self.observer.read_status(layout) if work.resume else None
-        self.launch(layout, work)
-        jobs = self.last.jobs if self.last is not None else []
-        shown = ", ".join(jobs[:3]) + (", ..." if len(jobs) > 3 else "")
-        result = follow_run(
-            lambda: self.observer.observe(layout),
-            terminal_reporter(runs_dir_hint(self.runs_dir), show_starts=True),
-            where=f"{self.title} (job{'s' if len(jobs) > 1 else ''} {shown})" if jobs else self.title,
-            poll_s=WAIT_POLL_S,
-            before=before,
-        )
-        return result.exit_code
-
     def cancel(self, run_dir: Path) -> None:
         self.cancel_run(RunLayout.from_run_dir(run_dir))
-
-    def submitted(self, run_dir: Path, handle: str) -> Report:
-        if self.last is None:
-            raise self.run_error(f"run {Path(run_dir).name}: this engine submitted nothing")
-        return self.last.report(self.name, self.title)

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from dagflow.engines.base import RESOURCE_FIELDS, EngineBase, EngineOption, Report
+from dagflow.engines.base import RESOURCE_FIELDS, EngineBase, EngineOption
 from dagflow.engines.condor import status_warmer
 from dagflow.engines.condor.compile import compile_plan, run_manners
 from dagflow.engines.condor.dag_writer import DagOptions
@@ -34,12 +33,11 @@ from dagflow.engines.condor.transfer import DataModeError, resolve_data_mode
 from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 from dagflow.plan import Plan
-from dagflow.run.follow import follow_run, runs_dir_hint, terminal_reporter
 from dagflow.run.journal import DONE_STATES
 from dagflow.run.layout import DRY_RUN_FILE, RunLayout
 from dagflow.run.live_runs import Live
-from dagflow.run.result import EXIT_INTERRUPTED
-from dagflow.run.session import Work
+from dagflow.run.reports import Cancelled, Launched
+from dagflow.run.session import NothingToLaunchError, Work
 from dagflow.run.status import RUN_RUNNING, RunStatus, read_status
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
 from dagflow.text import plural
@@ -80,7 +78,7 @@ class CondorRunError(DagflowError):
     pass
 
 
-class NothingToResubmitError(CondorRunError):
+class NothingToResubmitError(CondorRunError, NothingToLaunchError):
     """The run succeeded and its pipeline did not change since."""
 
 
@@ -147,7 +145,6 @@ def submit_prepared(prepared: Prepared, dry_run: bool = False, rescue: int | Non
     cluster = submit_dagman(schedd, prepared.target, description, prepared.dag.parent)
     prepared.record.add_submission(prepared.layout.run_dir, cluster, rescue)
     marker.unlink(missing_ok=True)
-    prepared.layout.mark_latest()
     status_warmer.spawn(prepared.layout.run_dir, cluster)  # the status is read once when the DAG ends
     return Submission(prepared, text, cluster, rescue)
 
@@ -162,6 +159,8 @@ class CondorEngine(EngineBase):
     summary: ClassVar[str] = "an HTCondor pool: the whole DAG as one DAGMan job"
     options: ClassVar[tuple[EngineOption, ...]] = CONDOR_OPTIONS
     honours: ClassVar[frozenset[str]] = frozenset(RESOURCE_FIELDS) | frozenset(RUNTIME_FIELDS)
+    system: ClassVar[str] = "HTCondor"
+    poll_s: ClassVar[float] = WAIT_POLL_S
 
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
         super().__init__(runs_dir, settings)
@@ -169,7 +168,6 @@ class CondorEngine(EngineBase):
         self.dag_options = DagOptions(
             self.settings["max_gpu_jobs"], **{name: self.settings.get(name) for name in MANNERS}
         )
-        self.last: Submission | None = None  # the latest submission, for submitted()
 
     # The backend the run session drives.
 
@@ -206,7 +204,7 @@ class CondorEngine(EngineBase):
                                  f"--data-mode {asked} applies to new runs only")
         return {"data_mode": recorded}
 
-    def launch(self, layout: RunLayout, work: Work) -> str:
+    def launch(self, layout: RunLayout, work: Work) -> Launched:
         """Submit the DAG as one DAGMan job: a new run's as compiled; a continued run's from DAGMan's newest
         rescue DAG (-DoRescueFrom N, so nodes that finished are not rerun; naming it makes the choice visible
         and fails loudly if it is gone), or, after an edit re-planned it, from a rescue DAG of our own that
@@ -215,11 +213,12 @@ class CondorEngine(EngineBase):
         prepared = load_prepared(layout)
         dry_run = self.settings["dry_run"]
         if not work.resume or not prepared.record.submissions:
-            self.last = self._first_submission(prepared, fresh=not work.resume)
+            submission = self._first_submission(prepared, fresh=not work.resume)
         elif work.edited:
-            self.last = self._submit_edited(prepared, work, dry_run)
+            submission = self._submit_edited(prepared, work, dry_run)
         elif not work.todo:
-            raise NothingToResubmitError(f"run {layout.run_id} succeeded: nothing to resubmit")
+            driver = f"DAGMan job {prepared.record.submissions[-1].cluster}.0"
+            raise NothingToResubmitError(f"run {layout.run_id} succeeded: nothing to resubmit", driver)
         else:
             rescue = newest_rescue(prepared.dag)
             if rescue is None:
@@ -227,8 +226,8 @@ class CondorEngine(EngineBase):
                     f"run {layout.run_id} has no rescue DAG ({prepared.dag.name}.rescue001...): DAGMan writes one "
                     "when the DAG fails or its job is removed"
                 )
-            self.last = submit_prepared(prepared, dry_run, rescue)
-        return _handle(self.last)
+            submission = submit_prepared(prepared, dry_run, rescue)
+        return launched(submission)
 
     def _first_submission(self, prepared: Prepared, fresh: bool) -> Submission:
         layout = prepared.layout
@@ -276,7 +275,7 @@ class CondorEngine(EngineBase):
         """The run directory as its last ingest left it (the plan's index: a big plan takes seconds)."""
         return read_status(layout, index=True)
 
-    def cancel(self, run_dir: Path) -> None:
+    def cancel(self, run_dir: Path) -> Cancelled:
         """condor_rm the run's DAGMan job (DAGMan removes its node jobs and writes a rescue DAG)."""
         layout = RunLayout.from_run_dir(run_dir)
         prepared = load_prepared(layout)
@@ -289,6 +288,7 @@ class CondorEngine(EngineBase):
             gone = " (DAGMan has finished)" if history is not None and not history.dagman_running else ""
             raise CondorRunError(f"DAGMan job {latest.cluster}.0 of run {layout.run_id} is not in the queue{gone}")
         prepared.record.mark_removed(layout.run_dir)
+        return Cancelled({"removed": f"{latest.cluster}.0"}, removed=f"DAGMan job {latest.cluster}.0")
 
     def live(self, layout: RunLayout) -> Live | None:
         record = CondorRecord.load(layout.run_dir)
@@ -300,103 +300,22 @@ class CondorEngine(EngineBase):
         waiting = frozenset(name for name, state in status.node_states().items() if state not in DONE_STATES)
         return Live(waiting, driver=f"DAGMan job {record.latest.cluster}.0")
 
-    def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
-        """Submit the DAG (or, resuming, its rescue DAG unless the run succeeded) and wait for DAGMan to end,
-        showing the run as a local run shows (live view, event lines, summary) from DAGMan's files, read as
-        `dagflow status` reads them every 2 s; with --json, the caller prints the final status."""
-        run_dir = layout.run_dir
-        before = None
-        said = ""
-        if work.resume:
-            before = None if json_output else read_status(layout, index=True)
-            try:
-                self.launch(layout, work)
-            except NothingToResubmitError:
-                pass  # its status, as it ended
-            else:
-                said = f"resubmitted run {layout.run_id}: DAGMan job {_handle(self.last)}"
-        else:
-            self.launch(layout, work)
-            said = f"submitted run {layout.run_id}: DAGMan job {_handle(self.last)}; waiting for it"
-        handle = _handle(self.last)
-        try:  # from here on, Ctrl-C stops the waiting, not the DAG (as condor_submit_dag's users expect)
-            if said:
-                print(said, file=sys.stderr)
-            if json_output:
-                self.wait(run_dir)
-                return None
-            result = follow_run(
-                lambda: observe_condor(layout),
-                terminal_reporter(runs_dir_hint(self.runs_dir), show_starts=True),
-                where=f"HTCondor (DAGMan job {handle})" if handle else "HTCondor",
-                poll_s=WAIT_POLL_S,
-                before=before,
-                notes=_summary_notes,
-            )
-        except KeyboardInterrupt:
-            print(self._runs_on(layout), file=sys.stderr)
-            return EXIT_INTERRUPTED
-        return result.exit_code
 
-    def _runs_on(self, layout: RunLayout) -> str:
-        """What Ctrl-C of `dagflow run --engine condor` says: the DAG runs on, and how to follow or cancel it."""
-        latest = load_prepared(layout).record.latest
-        job = f" (DAGMan job {latest.cluster}.0)" if latest is not None else ""
-        hint, run_id = runs_dir_hint(self.runs_dir), layout.run_id
-        return (
-            f"dagflow: stopped waiting; run {run_id} keeps running on HTCondor{job}: follow it with "
-            f"`dagflow status {run_id}{hint}`, cancel it with `dagflow cancel {run_id}{hint}`"
-        )
-
-    def submitted(self, run_dir: Path, handle: str) -> Report:
-        if self.last is None:
-            raise CondorRunError(f"run {Path(run_dir).name}: this engine submitted nothing")
-        return submission_report(self.last, self.last.prepared.target.describe())
-
-    def cancelled(self, run_dir: Path) -> Report:
-        layout = RunLayout.from_run_dir(run_dir)
-        latest = load_prepared(layout).record.latest
-        cluster = latest.cluster if latest is not None else None
-        run_id = layout.run_id
-        line = f"removed DAGMan job {cluster}.0 of run {run_id}; continue with `dagflow resubmit {run_id}`"
-        return Report({"run_id": run_id, "engine": self.name, "removed": f"{cluster}.0"}, [line])
-
-
-def _summary_notes(status: RunStatus, states: dict[str, str]) -> list[str]:
-    """What a run's summary adds for HTCondor: why DAGMan stopped, when no failed node says why (a DAG it
-    could not parse, a removed DAGMan job)."""
-    reason = status.extra.get("dagman_reason")
-    failed = any(state == "failed" for state in states.values())
-    return [f"DAGMan: {reason}"] if reason and status.state != "succeeded" and not failed else []
-
-
-def _handle(submission: Submission | None) -> str:
-    return "" if submission is None or submission.cluster is None else f"{submission.cluster}.0"
-
-
-def submission_report(submission: Submission, target_text: str) -> Report:
-    """What submit and resubmit print: the DAGMan job and where it went, or a dry run's description."""
-    layout = submission.prepared.layout
-    dag = submission.prepared.dag
-    data: dict[str, Any] = {
-        "run_id": layout.run_id,
-        "engine": "condor",
-        "dagman_job": None if submission.cluster is None else f"{submission.cluster}.0",
-        "schedd": submission.prepared.record.schedd,
-        "pool": submission.prepared.record.pool,
-        "dag": str(dag),
+def launched(submission: Submission) -> Launched:
+    """What a submission started (or a dry run would): the DAGMan job and where it went."""
+    prepared, cluster = submission.prepared, submission.cluster
+    job = "" if cluster is None else f"{cluster}.0"
+    facts: dict[str, Any] = {
+        "dagman_job": job or None,
+        "schedd": prepared.record.schedd,
+        "pool": prepared.record.pool,
+        "dag": str(prepared.dag),
         "rescue": submission.rescue,
-        "dry_run": submission.cluster is None,
+        "dry_run": cluster is None,
     }
-    rescue = f" from rescue DAG {submission.rescue:03d}" if submission.rescue is not None else ""
-    if submission.cluster is None:
-        data["description"] = submission.description
-        notes = [
-            f"# dry run: would submit {dag}{rescue} to {target_text}; nothing submitted",
-            f"# run {layout.run_id}: compiled files in {dag.parent}",
-        ]
-        return Report(data, notes=notes, text=submission.description)
-    return Report(data, [
-        f"submitted run {layout.run_id}{rescue}: DAGMan job {submission.cluster}.0 on {target_text}",
-        f"follow it with `dagflow status {layout.run_id}`; stop it with `dagflow cancel {layout.run_id}`",
-    ])
+    if cluster is None:
+        facts["description"] = submission.description
+    return Launched(
+        job, facts, driver=f"DAGMan job {job}" if job else "", target=prepared.target.describe(),
+        rescue=submission.rescue, preview=submission.description if cluster is None else None, source=prepared.dag,
+    )  # fmt: skip

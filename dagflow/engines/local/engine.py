@@ -11,6 +11,7 @@ pipeline or its input files changed between the two runs.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from dagflow.data import with_import_root
-from dagflow.engines.base import EngineBase, EngineOption, Report
+from dagflow.engines.base import EngineBase, EngineOption
 from dagflow.engines.local.cpu_only import CPU_ONLY
 from dagflow.engines.local.cpu_only import note as cpu_only_note
 from dagflow.engines.local.liveness import local_live
@@ -33,15 +34,16 @@ from dagflow.engines.local.runner import LocalRunner
 from dagflow.engines.local.settings import LOCAL_OPTIONS
 from dagflow.plan import Plan
 from dagflow.plan.graph import PlanError, check_plan
-from dagflow.run.layout import DEFAULT_RUNS_DIR, RunLayout
+from dagflow.run.layout import RunLayout
 from dagflow.run.live_runs import Live
 from dagflow.run.lock import holder_pid, is_locked
-from dagflow.run.reporting import JsonReporter, PlainReporter, Reporter
+from dagflow.run.reports import Cancelled, Launched
 from dagflow.run.result import RunResult
 from dagflow.run.status import RunStatus, read_status
 from dagflow.text import plural
 
 if TYPE_CHECKING:
+    from dagflow.run.reporting import Reporter
     from dagflow.run.session import Work
 
 
@@ -77,10 +79,9 @@ class LocalEngine(EngineBase):
     def __init__(self, runs_dir: Path | None = None, settings: Mapping[str, Any] | None = None) -> None:
         super().__init__(runs_dir, settings)
         self.run_options = self.options_with()  # what a run here gets (an embedding program may replace it)
-        self._stopped: list[str] | None = None  # what cancel stopped of a run whose runner died
         self._machine: tuple[str, Machine] | None = None  # prepare's look at this machine, for that run
 
-    def options_with(self, reporter: Reporter | None = None, handle_signals: bool = False) -> RunOptions:
+    def options_with(self) -> RunOptions:
         given = self.settings
         return RunOptions(
             runs_dir=self.runs_dir,
@@ -89,8 +90,6 @@ class LocalEngine(EngineBase):
             force=tuple(given["force"] or ()),
             use_cache=not given["no_cache"],
             kill_grace_s=given["kill_grace"],
-            reporter=reporter,
-            handle_signals=handle_signals,
             engine=self.name,
         )
 
@@ -103,7 +102,7 @@ class LocalEngine(EngineBase):
     def continuing(self, layout: RunLayout) -> Mapping[str, Any] | None:
         return None  # an edited pipeline is checked as wherever it runs: its settings may differ now
 
-    def launch(self, layout: RunLayout, work: Work) -> str:
+    def launch(self, layout: RunLayout, work: Work) -> Launched:
         """A detached `dagflow run --resume` on the run (its session finds nothing more to re-plan)."""
         if work.resume:
             self._check_devices()  # before the detached runner starts: an error here, not in its log
@@ -125,16 +124,17 @@ class LocalEngine(EngineBase):
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
             )
         layout.runner_pid_path.write_text(f"{proc.pid}\n")
-        layout.mark_latest()  # only once it really starts (its runner marks it too)
-        return str(proc.pid)
+        return Launched(str(proc.pid), background=True)
 
-    def run(self, layout: RunLayout, work: Work, json_output: bool) -> int | None:
-        options = self.options_with(self._reporter(json_output), handle_signals=True)
-        options.runs_dir = layout.runs_dir
-        layout.mark_latest()
-        return self.drive(layout, work, options).exit_code
+    def drive(self, layout: RunLayout, work: Work, reporter: Reporter) -> RunResult:
+        """`dagflow run`: run work here, in the foreground, telling reporter of each start and end (Ctrl-C and
+        SIGTERM stop it cleanly, on the main thread)."""
+        options = dataclasses.replace(
+            self.run_options, runs_dir=layout.runs_dir, reporter=reporter, handle_signals=True
+        )
+        return self.run_with(layout, work, options)
 
-    def drive(self, layout: RunLayout, work: Work, options: RunOptions) -> RunResult:
+    def run_with(self, layout: RunLayout, work: Work, options: RunOptions) -> RunResult:
         """Run work here, in this process, until it ends (Ctrl-C stops it cleanly with options.handle_signals
         on the main thread)."""
         machine = self._machine[1] if self._machine and self._machine[0] == work.plan.run_id else None
@@ -169,26 +169,17 @@ class LocalEngine(EngineBase):
     def live(self, layout: RunLayout) -> Live | None:
         return local_live(layout)
 
-    def cancel(self, run_dir: Path) -> None:
-        """Signal the run's runner; with none (it died), stop the nodes its keeper still runs."""
+    def cancel(self, run_dir: Path) -> Cancelled | None:
+        """Signal the run's runner (it stops its nodes: None); with none (it died), stop the nodes its keeper
+        still runs."""
         layout = RunLayout.from_run_dir(run_dir)
-        self._stopped = stop_cut_short(layout, self.run_options.kill_grace_s)
-        if self._stopped is None:
-            pid = holder_pid(layout.lock_path) if is_locked(layout.lock_path) else None
-            if pid is not None:
-                os.kill(pid, signal.SIGTERM)
-
-    def cancelled(self, run_dir: Path) -> Report | None:
-        stopped, run_id = self._stopped, Path(run_dir).name
-        if stopped is None:
-            return None  # its runner stops its nodes: wait for it and show the run's status
-        data = {"run_id": run_id, "engine": self.name, "stopped": stopped}
-        if not stopped:
-            return Report(data, [f"run {run_id} is not running: nothing to stop"])
-        shown = ", ".join(stopped[:5]) + (", ..." if len(stopped) > 5 else "")
-        line = (f"stopped {plural(len(stopped), 'node')} of run {run_id} that its keeper ran on after its runner "
-                f"died ({shown}); continue with `dagflow run --resume {run_id}`")
-        return Report(data, [line])
+        stopped = stop_cut_short(layout, self.run_options.kill_grace_s)
+        if stopped is not None:
+            return Cancelled({"stopped": stopped}, stopped=tuple(stopped))
+        pid = holder_pid(layout.lock_path) if is_locked(layout.lock_path) else None
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+        return None
 
     def _check_devices(self) -> None:
         """--gpus naming a device that is not here is bad input, not a slot to wait for."""
@@ -196,18 +187,3 @@ class LocalEngine(EngineBase):
             from dagflow.engines.local.devices import check_devices
 
             check_devices(self.settings["gpus"])
-
-    def submitted(self, run_dir: Path, handle: str) -> Report:
-        run_id = Path(run_dir).name
-        line = f"started run {run_id} in the background; follow it with `dagflow status {run_id}`"
-        return Report({"run_id": run_id, "engine": self.name}, [line])
-
-    def _reporter(self, json_output: bool) -> Reporter:
-        hint = "" if self.runs_dir == DEFAULT_RUNS_DIR else f" --runs-dir {self.runs_dir}"
-        if json_output:
-            return JsonReporter()
-        if sys.stdout.isatty():
-            from dagflow.run.live_view import RichReporter  # rich is only needed on a terminal
-
-            return RichReporter(runs_dir_hint=hint)
-        return PlainReporter(runs_dir_hint=hint)

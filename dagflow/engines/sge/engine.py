@@ -39,6 +39,7 @@ class SgeEngine(BatchEngine):
     name: ClassVar[str] = "sge"
     summary: ClassVar[str] = "a Grid Engine cluster: qsub jobs (arrays where the wiring allows) with -hold_jid"
     options: ClassVar[tuple[EngineOption, ...]] = SGE_OPTIONS
+    system: ClassVar[str] = OBSERVER.title
     observer = OBSERVER
     run_error = SgeRunError
 

@@ -33,6 +33,7 @@ class SlurmEngine(BatchEngine):
     name: ClassVar[str] = "slurm"
     summary: ClassVar[str] = "a Slurm cluster: sbatch jobs (arrays where the wiring allows) with dependencies"
     options: ClassVar[tuple[EngineOption, ...]] = SLURM_OPTIONS
+    system: ClassVar[str] = OBSERVER.title
     observer = OBSERVER
     run_error = SlurmRunError
 
