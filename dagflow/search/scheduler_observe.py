@@ -72,8 +72,9 @@ def runs_its_trial(pid: int, run_dir: Path) -> bool:
     return run_dir.name.encode() in cmdline.split(b"\0")
 
 
-def observe_run(run_dir: Path, since: float, start_grace_s: float) -> Observed:
-    """The state of the trial run in run_dir, submitted at wall time `since`."""
+def observe_run(run_dir: Path, since: float, start_grace_s: float, runner_said: str | None = None) -> Observed:
+    """The state of the trial run in run_dir, submitted at wall time `since`; runner_said: what stopped its
+    runner, where the caller knows (else the runner's log says)."""
     layout = RunLayout.from_run_dir(run_dir)
     young = time.time() - since < start_grace_s
     if not layout.exists():
@@ -87,11 +88,11 @@ def observe_run(run_dir: Path, since: float, start_grace_s: float) -> Observed:
     if status.state == SUCCEEDED:
         return Observed(SUCCEEDED)
     if status.state == RUN_STOPPED:
-        return Observed(CUT_SHORT, f"its runner stopped without finishing ({_runner_tail(layout)})")
+        return Observed(CUT_SHORT, f"its runner stopped without finishing ({runner_said or _runner_tail(layout)})")
     if status.state == RUN_NOT_STARTED:
         if young:
             return Observed(PENDING)
-        return Observed(NOT_STARTED, f"it never started ({_runner_tail(layout)})")
+        return Observed(NOT_STARTED, f"it never started ({runner_said or _runner_tail(layout)})")
     return Observed(FAILED_RUN, failure_of(status))
 
 
