@@ -275,6 +275,7 @@ class Scheduler:
                 for region in self.source.regions:
                     self._fill(region)
                 if all(self._finished(region) for region in self.source.regions):
+                    self._threads.join()  # the last runners shutting down
                     return self._summary()
                 self._wait()
             self._cancel_in_flight()
@@ -519,7 +520,8 @@ class Scheduler:
         """Start a trial's work: on a thread of this process where the engine runs it so, else by its launch."""
         if self._launch_here is None:
             return self.engine.launch(layout, work)
-        self._threads.start(self.runs_dir / layout.run_id, self._launch_here(self.engine, layout, work))
+        launch_here = self._launch_here
+        self._threads.start(self.runs_dir / layout.run_id, lambda told: launch_here(self.engine, layout, work, told))
         return str(os.getpid())
 
     # -- collecting ----------------------------------------------------------------------------------
@@ -534,11 +536,13 @@ class Scheduler:
                 limit = trial.deadline - trial.created
                 self._end(trial, FAILED, error=f"deadline: still not finished after {limit:.0f} s; cancelled")
                 continue
-            if self._threads.running(run_dir):
+            threads = self._threads
+            if threads.running(run_dir):
                 continue
             # a runner of ours that has ended leaves nothing to wait for, and says what stopped it itself
-            since = 0.0 if self._threads.ours(run_dir) else trial.submitted or trial.created
-            observed = observe_run(run_dir, since, self.options.start_grace_s, self._threads.error(run_dir))
+            since = 0.0 if threads.ours(run_dir) else trial.submitted or trial.created
+            settled = threads.finished(run_dir)
+            observed = observe_run(run_dir, since, self.options.start_grace_s, threads.error(run_dir), settled)
             if observed.state == SUCCEEDED:
                 self._succeeded(trial, run_dir)
             elif observed.state == FAILED_RUN:

@@ -11,6 +11,7 @@ pipeline or its input files changed between the two runs.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -217,11 +218,12 @@ class LocalEngine(EngineBase):
         return PlainReporter(runs_dir_hint=hint)
 
 
-def launch_here(engine: LocalEngine, layout: RunLayout, work: Work) -> LocalRunner:
+def launch_here(engine: LocalEngine, layout: RunLayout, work: Work, reporter: Reporter) -> LocalRunner:
     """launch, for a program that runs the work on a thread of its own instead of a detached runner (a search's
     trials: no process start-up per trial). The run is marked started; `.run()` drives it on that thread (it
-    holds the run's lock, as a detached runner would), `.request_stop()` stops it from any thread."""
+    holds the run's lock, as a detached runner would) and tells reporter, `.request_stop()` stops it from any
+    thread."""
     if work.resume:
         engine._check_devices()
     layout.mark_latest()
-    return engine.runner(layout, work, engine.run_options)
+    return engine.runner(layout, work, dataclasses.replace(engine.run_options, reporter=reporter))
