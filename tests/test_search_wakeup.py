@@ -53,12 +53,12 @@ def test_a_wait_ends_when_a_runner_exits(tmp_path: Path) -> None:
             process.wait()
 
 
-def test_a_stop_ends_a_wait(tmp_path: Path) -> None:
+def test_a_wake_ends_a_wait(tmp_path: Path) -> None:
     wakeup = Wakeup()
     run_dir, process = _runner(tmp_path, "s-t1")
     try:
         thread = _waiting(wakeup, [run_dir])
-        wakeup.stop()
+        wakeup.wake()
         thread.join(60)
         assert not thread.is_alive()
         assert process.poll() is None  # it was the stop that ended it

@@ -97,7 +97,8 @@ class EngineDeclaration:
     # `progress_files` (where search early stopping reads a running trial's streamed metric lines:
     # (run_dir, plan, metrics files) -> the files to read, run/progress_stream.py StreamedFile for marked ones);
     # condor's `locate_runs` (a run id prefix -> the run directories the schedd knows: status/logs/cancel from
-    # anywhere); local's `check_devices` (search run --gpus) and `drop_cache_entries` (runs gc)
+    # anywhere); local's `check_devices` (search run --gpus), `drop_cache_entries` (runs gc) and
+    # `launch_here` ((engine, layout, work) -> a runner to run on a thread of the caller's: a search's trials)
     provides: tuple[tuple[str, str], ...] = ()
 
 

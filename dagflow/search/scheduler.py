@@ -89,6 +89,7 @@ from dagflow.search.scheduler_observe import (
     CUT_SHORT,
     FAILED_RUN,
     NOT_STARTED,
+    PENDING,
     SUCCEEDED,
     VANISHED,
     never_started,
@@ -111,6 +112,7 @@ from dagflow.search.store import (
     nan_objective,
 )
 from dagflow.search.store import SUCCEEDED as TRIAL_SUCCEEDED
+from dagflow.search.trial_threads import TrialThreads
 from dagflow.search.trials import TrialError, TrialSource, config_of, fingerprint, noise_models
 from dagflow.search.wakeup import Wakeup
 from dagflow.text import inert
@@ -222,6 +224,11 @@ class Scheduler:
         self.session = run_session(self.engine)  # a trial starts and continues past the live-run rule, as any run
         self._stop = threading.Event()
         self._wakeup = Wakeup()
+        # Where the engine can run a trial's run on a thread of this process (the local engine), it does:
+        # a trial then pays no process start-up, and its end wakes the scheduler directly.
+        self._threads = TrialThreads(self._wakeup.wake)
+        here = engine is None and options.engine and engine_provides(options.engine, "launch_here")
+        self._launch_here = engine_feature(options.engine, "launch_here") if here else None
         self._exhausted: set[str] = set()
         self._optimizers: dict[str, Optimizer] = {}
         self._uid = ""
@@ -268,19 +275,23 @@ class Scheduler:
                 for region in self.source.regions:
                     self._fill(region)
                 if all(self._finished(region) for region in self.source.regions):
+                    self._threads.join()  # the last runners shutting down
                     return self._summary()
                 self._wait()
             self._cancel_in_flight()
             return EXIT_STOPPED
 
     def stop(self) -> None:
+        if self._stop.is_set():  # asked again (a second Ctrl-C): the trials' runners kill their nodes at once
+            self._threads.stop_all()
         self._stop.set()
-        self._wakeup.stop()
+        self._wakeup.wake()
 
     def _wait(self) -> None:
-        """Until a running trial's runner ends (no poll period to wait out), a stop, or the poll period."""
+        """Until a running trial's runner ends (no poll period to wait out), a stop, or the poll period. A
+        runner on a thread of this process wakes the wait itself; a detached one's process is watched."""
         running = [self.runs_dir / trial.run_id for trial in self._trials() if trial.state == RUNNING]
-        self._wakeup.wait(running, self.options.poll_s)
+        self._wakeup.wait([run_dir for run_dir in running if not self._threads.ours(run_dir)], self.options.poll_s)
 
     def _early_stopper(self) -> EarlyStopper | None:
         spec = self.source.early_stopping
@@ -403,16 +414,20 @@ class Scheduler:
                 pid = runner_pid(run_dir)
                 self.store.mark_submitted(trial, str(pid) if pid is not None else None)
                 self.say(f"[{trial.label}] adopted run {trial.run_id}")
+                self._resume_cut_short(trial)  # its runner died with the scheduler that started it
 
     def _resume_cut_short(self, trial: Trial) -> None:
         """A running trial whose run was cut short while no scheduler could record it (the disk was full, the
-        machine went down): its run is resumed, keeping its finished nodes, instead of counted as failed."""
+        machine went down, its runner was a thread of a scheduler that died): its run is resumed, keeping its
+        finished nodes, instead of counted as failed. So is one such a runner never started."""
         run_dir = self.runs_dir / trial.run_id
         observed = observe_run(run_dir, trial.submitted or trial.created, self.options.start_grace_s)
-        if observed.state == CUT_SHORT:
+        unstarted = self._launch_here is not None and observed.state in (PENDING, NOT_STARTED)
+        if observed.state == CUT_SHORT or (unstarted and never_started(run_dir)):
             layout = RunLayout.from_run_dir(run_dir)
-            handle = self.session.launch(layout, self.session.proceed(layout)).handle
-            self.say(f"[{trial.label}] resumed run {trial.run_id} (job {handle}): {observed.why}")
+            handle = self._launch(layout, self.session.proceed(layout))
+            why = observed.why or "its runner had not started it"
+            self.say(f"[{trial.label}] resumed run {trial.run_id} (job {handle}): {why}")
 
     def _fill(self, region: str) -> None:
         if region in self._exhausted:
@@ -494,12 +509,21 @@ class Scheduler:
             else:  # prepared by a scheduler that was stopped before it started the run
                 self.session.admit(plan, self.runs_dir)
                 work = Work(plan, tuple(plan.nodes))
-            handle = self.session.launch(layout, work).handle
+            handle = self._launch(layout, work)
         except DagflowError as error:
             self._end(trial, CANCELLED, error=f"could not be submitted: {error}")
             raise
         self.store.mark_submitted(trial, handle)
         self.say(f"[{trial.label}] {verb} {params_text(trial.params)} (run {trial.run_id}, job {handle})")
+
+    def _launch(self, layout: RunLayout, work: Work) -> str:
+        """Start a trial's work: on a thread of this process where the engine runs it so, else by its launch."""
+        if self._launch_here is None:
+            return self.session.launch(layout, work).handle
+        launch_here = self._launch_here
+        self._threads.start(self.runs_dir / layout.run_id, lambda told: launch_here(self.engine, layout, work, told))
+        self.session.started(layout)
+        return str(os.getpid())
 
     # -- collecting ----------------------------------------------------------------------------------
 
@@ -513,7 +537,13 @@ class Scheduler:
                 limit = trial.deadline - trial.created
                 self._end(trial, FAILED, error=f"deadline: still not finished after {limit:.0f} s; cancelled")
                 continue
-            observed = observe_run(run_dir, trial.submitted or trial.created, self.options.start_grace_s)
+            threads = self._threads
+            if threads.running(run_dir):
+                continue
+            # a runner of ours that has ended leaves nothing to wait for, and says what stopped it itself
+            since = 0.0 if threads.ours(run_dir) else trial.submitted or trial.created
+            settled = threads.finished(run_dir)
+            observed = observe_run(run_dir, since, self.options.start_grace_s, threads.error(run_dir), settled)
             if observed.state == SUCCEEDED:
                 self._succeeded(trial, run_dir)
             elif observed.state == FAILED_RUN:
@@ -699,6 +729,8 @@ class Scheduler:
     # -- stopping ------------------------------------------------------------------------------------
 
     def _cancel(self, run_dir: Path) -> None:
+        if self._threads.stop(run_dir):
+            return
         try:
             self.engine.cancel(run_dir)
         except (DagflowError, OSError) as error:
@@ -711,6 +743,7 @@ class Scheduler:
             elif trial.state in IN_FLIGHT:
                 self._cancel(self.runs_dir / trial.run_id)
                 self._end(trial, CANCELLED, error="stopped with the scheduler")
+        self._threads.join()  # the runners of this process stop their nodes before it exits
         if not quiet:
             self.say(f"search {self.name} stopped; run the same command again to continue it")
 

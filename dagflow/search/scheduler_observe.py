@@ -72,8 +72,12 @@ def runs_its_trial(pid: int, run_dir: Path) -> bool:
     return run_dir.name.encode() in cmdline.split(b"\0")
 
 
-def observe_run(run_dir: Path, since: float, start_grace_s: float) -> Observed:
-    """The state of the trial run in run_dir, submitted at wall time `since`."""
+def observe_run(
+    run_dir: Path, since: float, start_grace_s: float, runner_said: str | None = None, settled: bool = False
+) -> Observed:
+    """The state of the trial run in run_dir, submitted at wall time `since`; runner_said: what stopped its
+    runner, where the caller knows (else the runner's log says); settled: the caller heard its runner journal
+    the run's finish, which holds while that runner still shuts down (and holds the run's lock)."""
     layout = RunLayout.from_run_dir(run_dir)
     young = time.time() - since < start_grace_s
     if not layout.exists():
@@ -82,16 +86,17 @@ def observe_run(run_dir: Path, since: float, start_grace_s: float) -> Observed:
         status = read_run_status(layout, ingest=True)  # the scheduler waits on its trials: it ingests them
     except DagflowError as error:  # a batch system not answering now: ask again next time
         return Observed(RUNNING, str(error))
-    if status.state == RUN_RUNNING or runner_alive(layout.run_dir):
+    state = status.journal.finished if settled and status.journal.finished else status.state
+    if state == RUN_RUNNING or (not settled and runner_alive(layout.run_dir)):
         return Observed(RUNNING)
-    if status.state == SUCCEEDED:
+    if state == SUCCEEDED:
         return Observed(SUCCEEDED)
-    if status.state == RUN_STOPPED:
-        return Observed(CUT_SHORT, f"its runner stopped without finishing ({_runner_tail(layout)})")
-    if status.state == RUN_NOT_STARTED:
+    if state == RUN_STOPPED:
+        return Observed(CUT_SHORT, f"its runner stopped without finishing ({runner_said or _runner_tail(layout)})")
+    if state == RUN_NOT_STARTED:
         if young:
             return Observed(PENDING)
-        return Observed(NOT_STARTED, f"it never started ({_runner_tail(layout)})")
+        return Observed(NOT_STARTED, f"it never started ({runner_said or _runner_tail(layout)})")
     return Observed(FAILED_RUN, failure_of(status))
 
 

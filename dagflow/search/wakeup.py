@@ -1,6 +1,7 @@
-"""The scheduler's sleep between rounds: until a trial's runner process ends, a stop, or the poll period.
+"""The scheduler's sleep between rounds: until a trial's runner ends, a stop, or the poll period.
 
-A local trial has ended when the runner that the engine's submit started for it (runner.pid) exits:
+A trial whose runner is a thread of the search process (trial_threads.py) wakes the wait itself as it ends.
+A local trial run by a detached runner has ended when the runner the engine's launch started (runner.pid) exits:
 it releases the run's lock as it goes. The wait holds a pidfd on each running trial's runner and wakes
 the moment one becomes readable, so the next trial is suggested and submitted without waiting out a
 poll period; the poll period is left for what only a look can see (a batch engine's jobs, a deadline,
@@ -26,7 +27,7 @@ FIRST_RECHECK_S = 0.05  # the first look again at a run whose runner ended but t
 
 class Wakeup:
     def __init__(self) -> None:
-        # a socket pair rather than a pipe: a stop() once it is closed fails on the closed socket object,
+        # a socket pair rather than a pipe: a wake() once it is closed fails on the closed socket object,
         # never writes into whatever file reused a closed descriptor's number
         self._wake, self._waker = socket.socketpair()
         self._wake.setblocking(False)
@@ -34,13 +35,13 @@ class Wakeup:
         self._ended: dict[tuple[Path, int], float] = {}  # runner seen ended -> the delay of its next look
         self._pidfds = hasattr(os, "pidfd_open")  # Linux; without them a wait is the poll period
 
-    def stop(self) -> None:
-        """Wake the current wait, or the next one, at once (from a signal handler or another thread too)."""
+    def wake(self) -> None:
+        """End the current wait, or the next one, at once (from a signal handler or another thread too)."""
         with contextlib.suppress(OSError):  # full (a wake is pending anyway) or closed
             self._waker.send(b"\0")
 
     def wait(self, run_dirs: Iterable[Path], timeout_s: float) -> None:
-        """Sleep until a runner of these runs ends, stop() is called, or timeout_s passes."""
+        """Sleep until a runner of these runs ends, wake() is called, or timeout_s passes."""
         pidfds: dict[int, tuple[Path, int]] = {}
         poll_s = timeout_s
         try:

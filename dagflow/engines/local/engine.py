@@ -137,10 +137,14 @@ class LocalEngine(EngineBase):
     def run_with(self, layout: RunLayout, work: Work, options: RunOptions) -> RunResult:
         """Run work here, in this process, until it ends (Ctrl-C stops it cleanly with options.handle_signals
         on the main thread)."""
+        return self.runner(layout, work, options).run()
+
+    def runner(self, layout: RunLayout, work: Work, options: RunOptions) -> LocalRunner:
+        """The runner of work in this process: `.run()` drives it to its end."""
         machine = self._machine[1] if self._machine and self._machine[0] == work.plan.run_id else None
         if machine is None or work.resume:
             machine = check_runnable(work.plan, options)
-        return LocalRunner(work.plan, layout, machine, options).run()
+        return LocalRunner(work.plan, layout, machine, options)
 
     def wait(self, run_dir: Path) -> None:
         layout = RunLayout.from_run_dir(run_dir)
@@ -187,3 +191,13 @@ class LocalEngine(EngineBase):
             from dagflow.engines.local.devices import check_devices
 
             check_devices(self.settings["gpus"])
+
+
+def launch_here(engine: LocalEngine, layout: RunLayout, work: Work, reporter: Reporter) -> LocalRunner:
+    """launch, for a program that runs the work on a thread of its own instead of a detached runner (a search's
+    trials: no process start-up per trial); the caller's run session marks it started. `.run()` drives it on
+    that thread (it holds the run's lock, as a detached runner would) and tells reporter, `.request_stop()`
+    stops it from any thread."""
+    if work.resume:
+        engine._check_devices()
+    return engine.runner(layout, work, dataclasses.replace(engine.run_options, reporter=reporter))

@@ -26,5 +26,6 @@ ENGINE = EngineDeclaration(
     provides=(
         ("check_devices", "dagflow.engines.local.devices:check_devices"),  # `dagflow search run --gpus`
         ("drop_cache_entries", "dagflow.engines.local.cache:drop_entries"),  # `dagflow runs gc`
+        ("launch_here", "dagflow.engines.local.engine:launch_here"),  # search trials, on the search's threads
     ),
 )
