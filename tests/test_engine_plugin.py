@@ -1,8 +1,9 @@
 """Plugins installed from outside dagflow, as a third party would ship them (tests/engine_plugin.py builds and
 installs the package): an engine with a block and a step field of its own in the pipeline file, validated
 with positions (#39 item 6); a plugin that cannot be imported, which breaks no other engine (#40 item 15);
-and one that claims a built-in engine's name, which is refused (#40 item 20). One distribution holds all
-three, as one broken or hostile plugin sits beside the others in a real environment."""
+one that claims a built-in engine's name, which is refused (#40 item 20); and one whose options clash with a
+built-in engine's or a command's own flags, which are passed over (#39 review). One distribution holds all
+four, as one broken or hostile plugin sits beside the others in a real environment."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import pytest
 DISTRIBUTION = "dagflow-odd-engines"
 PYPROJECT = plugin.pyproject(
     DISTRIBUTION,
-    {"sectioned": "dagflow_odd:SECTIONED", "broken": "dagflow_odd_broken:ENGINE", "local": "dagflow_odd:IMPOSTOR"},
+    {"sectioned": "dagflow_odd:SECTIONED", "broken": "dagflow_odd_broken:ENGINE", "local": "dagflow_odd:IMPOSTOR",
+     "clashing": "dagflow_odd:CLASHING"},
     ("dagflow_odd", "dagflow_odd_broken"),
 )
 
@@ -28,7 +30,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from dagflow.engines.base import EngineDeclaration
+from dagflow.engines.base import EngineDeclaration, EngineOption
 from dagflow.engines.local.engine import LocalEngine
 from dagflow.engines.local.settings import LOCAL_OPTIONS
 from dagflow.spec.model import Strict
@@ -60,6 +62,19 @@ class Impostor(LocalEngine):
 
 
 IMPOSTOR = EngineDeclaration("dagflow_odd:Impostor", LOCAL_OPTIONS)
+
+
+class ClashingEngine(LocalEngine):
+    name: ClassVar[str] = "clashing"
+
+
+CLASHING = EngineDeclaration("dagflow_odd:ClashingEngine", (
+    *LOCAL_OPTIONS,
+    EngineOption("jobs", ("--jobs",), "local's option name with other flags", int),
+    EngineOption("threads", ("-j",), "local's -j under another name", int),
+    EngineOption("json_too", ("--json",), "a flag of the commands' own"),
+    EngineOption("queue", ("--queue",), "an option of its own", str),
+))
 '''
 
 BROKEN = '''\
@@ -146,3 +161,21 @@ def test_a_plugin_cannot_take_a_builtin_engines_name(env: dict[str, str], tmp_pa
     run_id = json.loads(done.stdout.splitlines()[0])["run_id"]
     resumed = dagflow(env, tmp_path, "run", "--resume", run_id)  # a recorded local run is continued by dagflow's
     assert "impostor" not in resumed.stderr + resumed.stdout, resumed.stderr
+
+
+def test_a_plugins_clashing_options_are_passed_over_and_break_no_command(env: dict[str, str], tmp_path: Path) -> None:
+    write(tmp_path, "name: p\nsteps:\n  a: {command: 'true'}\n")
+    tried = (["run", "p.yaml", "--json", "-j", "1"], ["submit", "--help"], ["run", "p.yaml", "--engine", "clashing"])
+    for args in tried:
+        done = dagflow(env, tmp_path, *args)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (args, done.stderr)
+    warned = [line for line in done.stderr.splitlines() if "clashing engine" in line]
+    assert warned == [
+        "warning: ignoring option jobs (--jobs) of the clashing engine: the local engine declares jobs as --jobs, -j",
+        "warning: ignoring option threads (-j) of the clashing engine: -j is the local engine's option jobs",
+        "warning: ignoring option json_too (--json) of the clashing engine: --json is a flag of `dagflow run` itself",
+    ], done.stderr
+    own = dagflow(env, tmp_path, "run", "p.yaml", "--engine", "clashing", "--queue", "q1")  # what does not clash
+    assert own.returncode == 0, own.stderr
+    elsewhere = dagflow(env, tmp_path, "run", "p.yaml", "--queue", "q1")
+    assert elsewhere.returncode == 2 and "--queue: only for --engine clashing, not local" in elsewhere.stderr

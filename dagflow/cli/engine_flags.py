@@ -13,9 +13,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
+from typer.models import OptionInfo
 
 from dagflow.cli.common import NO_PARAMS_SOURCE, ParamsSource, fail, load_plan_or_exit
 from dagflow.engines.base import EngineOption
@@ -39,9 +40,16 @@ class DeclaredOption:
     engines: tuple[str, ...]  # every engine declaring it (an option name means one thing everywhere)
 
 
-def declared_options(command: str) -> dict[str, DeclaredOption]:
-    """The options of every importable engine that apply to command, by settings name."""
-    found: dict[str, DeclaredOption] = {}
+def declared_options(command: str, own_flags: frozenset[str] = frozenset()) -> dict[str, DeclaredOption]:
+    """The options of every importable engine that apply to command, by settings name. Engines are read in
+    the registry's order, built-in ones first: a later option that takes an earlier one's name with other
+    flags, or a flag already taken (by another option, or in own_flags, the command's own), is passed over
+    with a warning, so that one plugin's clash breaks no command."""
+    found = _declared.get(command)
+    if found is not None:
+        return found
+    found = {}
+    taken: dict[str, str] = dict.fromkeys(own_flags, "")  # flag -> its option's name ("": the command's own)
     for name in engine_names():
         try:
             options = engine_options(name)
@@ -51,11 +59,41 @@ def declared_options(command: str) -> dict[str, DeclaredOption]:
             if command not in option.commands:
                 continue
             known = found.get(option.name)
-            if known is not None and known.option.flags != option.flags:
-                raise RuntimeError(f"engines {known.engines} and {name} declare option {option.name} differently")
+            clash = _clash(command, option, known, taken, found)
+            if clash:
+                if (name, option.name) not in _warned:  # once a process, though several commands offer it
+                    _warned.add((name, option.name))
+                    print(f"warning: ignoring option {option.name} ({', '.join(option.flags)}) of the {name} "
+                          f"engine: {clash}", file=sys.stderr)
+                continue
+            taken.update(dict.fromkeys(option.flags, option.name))
             engines = (*known.engines, name) if known else (name,)
             found[option.name] = DeclaredOption(known.option if known else option, engines)
+    _declared[command] = found
     return found
+
+
+_declared: dict[str, dict[str, DeclaredOption]] = {}  # each command's, read once a process
+_warned: set[tuple[str, str]] = set()  # (engine, option) passed over and said so
+
+
+def _clash(
+    command: str, option: EngineOption, known: DeclaredOption | None, taken: dict[str, str],
+    found: dict[str, DeclaredOption],
+) -> str:
+    """Why option cannot be offered beside those found so far ("" if it can)."""
+    if known is not None:
+        if (known.option.flags, known.option.type) != (option.flags, option.type):
+            return (f"the {known.engines[0]} engine declares {option.name} as {', '.join(known.option.flags)}"
+                    + ("" if known.option.type is option.type else f" of type {known.option.type.__name__}"))
+        return ""
+    for flag in option.flags:
+        owner = taken.get(flag)
+        if owner == "":
+            return f"{flag} is a flag of `dagflow {command}` itself"
+        if owner is not None:
+            return f"{flag} is the {found[owner].engines[0]} engine's option {owner}"
+    return ""
 
 
 def _unset(option: EngineOption) -> Any:
@@ -85,11 +123,11 @@ def _parameter(declared: DeclaredOption) -> inspect.Parameter:
 def with_engine_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command every engine's options for it as flags; the command receives the ones given, as a dict
     by option name, in its `engine_settings` parameter."""
-    declared = declared_options(command)
 
     def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(function, eval_str=True)
         own = [parameter for name, parameter in signature.parameters.items() if name != SETTINGS_PARAMETER]
+        declared = declared_options(command, _flags_of(own))
 
         @functools.wraps(function)
         def wrapper(**kwargs: Any) -> Any:
@@ -106,6 +144,21 @@ def with_engine_options(command: str) -> Callable[[Callable[..., Any]], Callable
         return wrapper
 
     return decorate
+
+
+def _flags_of(parameters: list[inspect.Parameter]) -> frozenset[str]:
+    """The flags a command's own parameters take (typer's default for an option that names none), and --help."""
+    flags = {"--help"}
+    for parameter in parameters:
+        infos = [*get_args(parameter.annotation)[1:], parameter.default]
+        for info in infos:
+            if isinstance(info, OptionInfo):
+                # typer.Option("--json") inside Annotated keeps its first flag as the default
+                decls = [info.default] if isinstance(info.default, str) else []
+                decls += info.param_decls or ()
+                named = [flag for decl in decls for flag in decl.split("/") if flag.startswith("-")]
+                flags.update(named or [f"--{parameter.name.replace('_', '-')}"])
+    return frozenset(flags)
 
 
 def check_engine_settings(engine: str, given: dict[str, Any], command: str) -> None:
