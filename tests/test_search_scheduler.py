@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from local_run import create_local, run_local
+from test_local_support import dagflow_cli
 from test_search_scheduler_support import (
     calls,
     finished_search_rows,
@@ -182,6 +183,35 @@ def test_ctrl_c_cancels_the_running_trials_and_a_rerun_continues(tmp_path: Path)
     assert result.returncode == 0, result.stdout + result.stderr
     states = [row["state"] for row in trial_rows(db)]
     assert states == ["cancelled", "cancelled", "succeeded", "succeeded", "succeeded"]  # cancelled: not counted
+
+
+@pytest.mark.slow
+def test_cancel_of_one_trials_run_stops_that_trial_and_the_search_goes_on(tmp_path: Path) -> None:
+    """A trial's runner is a thread of the search process: `dagflow cancel` of its run stops that trial alone
+    (through the run's stop channel), not the search and its other trials, as a signal to its pid would."""
+    pipeline = write_pipeline(tmp_path / "p", budget=4, parallel=2, optimizer="random")
+    (pipeline.parent / "sleep.txt").write_text("60")
+    db = tmp_path / ".dagflow" / "search.db"
+    runs = tmp_path / ".dagflow" / "runs"
+    scheduler = start_search("run", str(pipeline), "--poll", "0.05", cwd=tmp_path)
+    try:
+        wait_for(lambda: len(calls(pipeline.parent)) == 2)  # both trials' objectives are running
+        first = str(trial_rows(db)[0]["run_id"])
+        cancelled = dagflow_cli("cancel", first, "--runs-dir", str(runs), cwd=tmp_path)
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        wait_for(lambda: trial_rows(db)[0]["state"] not in ("running", "submitting"))
+        wait_for(lambda: len(calls(pipeline.parent)) == 3)  # the search went on: a third trial started
+        assert scheduler.poll() is None, "the search stopped with its trial"
+        states = [row["state"] for row in trial_rows(db)]
+        assert states == ["failed", "running", "running"], states
+        assert not (runs / first / "stop.fifo").exists()
+        scheduler.send_signal(signal.SIGINT)
+        out, err = scheduler.communicate(timeout=120)
+    finally:
+        if scheduler.poll() is None:
+            scheduler.kill()
+    assert scheduler.returncode == 130, out + err
+    assert "[t1] failed: run interrupted" in out, out  # as a detached trial runner stopped by a signal
 
 
 def test_restart_submits_recorded_trials_exactly_once_and_adopts_started_ones(tmp_path: Path) -> None:

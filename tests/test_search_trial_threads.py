@@ -96,3 +96,33 @@ def test_kill_9_while_a_trial_still_recorded_submitting_runs_its_node_then_the_r
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[t1] adopted run quad-t1" in result.stdout and "[t1] resumed run quad-t1" in result.stdout
     finished_search_rows(db, pipeline.parent, 1)  # its objective ran once: the node was adopted, not rerun
+
+
+def test_a_stop_asked_after_the_runner_ended_writes_into_no_file_that_took_its_descriptor(tmp_path: Path) -> None:
+    """TrialThreads may ask a runner to stop in the instant after it closed its wake pipe: the pipe's descriptor
+    numbers are free by then, and the next file opened (another trial's journal) takes one. Before the fix, the
+    request wrote its wake byte into that file."""
+    from dagflow.engines.local.engine import launch_here
+    from dagflow.plan.expand import expand
+    from dagflow.run.reporting import Reporter
+    from dagflow.run.session import RunSession
+
+    (tmp_path / "p.yaml").write_text("name: p\nsteps:\n  a: {command: 'true'}\n")
+    plan = expand(load_spec(tmp_path / "p.yaml"))
+    engine = LocalEngine(tmp_path / "runs")
+    engine.run_options = RunOptions(runs_dir=tmp_path / "runs")
+    layout, work = RunSession(engine, lambda _layout: None, lambda *_: None).create(plan, tmp_path / "runs")
+    runner = launch_here(engine, layout, work, Reporter())
+    wake_fds = {runner._wake_r, runner._wake_w}
+    assert runner.run().ok
+    opened = []
+    try:
+        while not wake_fds <= {fd for fd, _ in opened} and len(opened) < 256:
+            path = tmp_path / f"other-{len(opened)}"
+            opened.append((os.open(path, os.O_RDWR | os.O_CREAT), path))
+        assert wake_fds <= {fd for fd, _ in opened}, "the pipe's descriptors were not reused"
+        runner.request_stop()
+    finally:
+        for fd, _ in opened:
+            os.close(fd)
+    assert all(path.read_bytes() == b"" for _, path in opened)

@@ -97,7 +97,7 @@ def observe_run(
         if young:
             return Observed(PENDING)
         return Observed(NOT_STARTED, f"it never started ({runner_said or _runner_tail(layout)})")
-    return Observed(FAILED_RUN, failure_of(status))
+    return Observed(FAILED_RUN, failure_of(status, state))
 
 
 def never_started(run_dir: Path) -> bool:
@@ -112,12 +112,13 @@ def never_started(run_dir: Path) -> bool:
     return not status.journal.nodes
 
 
-def failure_of(status: RunStatus) -> str:
-    """One line: the run's state and its first failed node, with the node's reason."""
+def failure_of(status: RunStatus, state: str | None = None) -> str:
+    """One line: the run's state (state: as its runner journaled it, where that is known before the status says
+    so) and its first failed node, with the node's reason."""
     states = status.node_states()
-    failed = [name for name, state in states.items() if state == FAILED]
+    failed = [name for name, node_state in states.items() if node_state == FAILED]
     if not failed:
-        return f"run {status.state}"
+        return f"run {state or status.state}"
     record = status.record(failed[0])
     why = record.why or (f"exit {record.rc}" if record.rc is not None else "failed")
     tail = status.stderr_tail(failed[0], lines=1)

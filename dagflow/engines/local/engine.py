@@ -32,6 +32,7 @@ from dagflow.engines.local.recovery import unjournaled_nodes
 from dagflow.engines.local.resources import Machine, ResourceError, detect_machine, infeasible
 from dagflow.engines.local.runner import LocalRunner
 from dagflow.engines.local.settings import LOCAL_OPTIONS
+from dagflow.engines.local.stop_channel import ask_stop
 from dagflow.plan import Plan
 from dagflow.plan.graph import PlanError, check_plan
 from dagflow.run.layout import RunLayout
@@ -182,7 +183,7 @@ class LocalEngine(EngineBase):
             if stopped is not None:
                 return Cancelled({"stopped": stopped}, stopped=tuple(stopped))
         pid = holder_pid(layout.lock_path) if is_locked(layout.lock_path) else None
-        if pid is not None:
+        if pid is not None and not ask_stop(layout.run_dir):  # a runner on a thread: only it stops
             os.kill(pid, signal.SIGTERM)
         return None
 
@@ -201,4 +202,4 @@ def launch_here(engine: LocalEngine, layout: RunLayout, work: Work, reporter: Re
     stops it from any thread."""
     if work.resume:
         engine._check_devices()
-    return engine.runner(layout, work, dataclasses.replace(engine.run_options, reporter=reporter))
+    return engine.runner(layout, work, dataclasses.replace(engine.run_options, reporter=reporter, stop_channel=True))

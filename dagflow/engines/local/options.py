@@ -24,4 +24,7 @@ class RunOptions:
     reporter: Reporter | None = None
     # SIGINT/SIGTERM stop the run cleanly; only possible when run() is called on the main thread.
     handle_signals: bool = False
+    # A runner on a thread of a bigger process (a search's trials): `dagflow cancel` asks it through its stop
+    # channel (stop_channel.py), since a signal would stop the whole process.
+    stop_channel: bool = False
     engine: str = "local"  # the engine recorded in the runs it makes: this one, or an engine built on it

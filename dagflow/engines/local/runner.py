@@ -61,6 +61,7 @@ from dagflow.engines.local.queueing import FollowerQueueing
 from dagflow.engines.local.ready import ReadyQueue
 from dagflow.engines.local.resources import Machine, ResourcePool
 from dagflow.engines.local.running_node import RunningNode
+from dagflow.engines.local.stop_channel import StopChannel
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder
 from dagflow.plan import Plan
 from dagflow.run.journal import JournalWriter, replan_event, run_event
@@ -74,6 +75,7 @@ __all__ = ["KeeperLostError", "LocalRunner", "RunStorageError"]
 
 _FALLBACK_POLL_S = 0.02  # adopted nodes without pidfds (not Linux) are watched by polling at this interval
 _LONGEST_WAIT_S = 86400.0  # epoll refuses waits past INT_MAX ms (24.8 days): a long timeout wakes daily
+STOP_CHANNEL = object()  # the selector's data for the stop channel's descriptor
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
@@ -116,6 +118,8 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
         self._stop_requests = 0
         self._stops_handled = 0
         self._wake_r, self._wake_w = os.pipe()
+        self._wake_lock = threading.RLock()
+        self._channel: StopChannel | None = None
         os.set_blocking(self._wake_w, False)
         os.set_blocking(self._wake_r, False)
 
@@ -123,8 +127,12 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
 
     def request_stop(self, *_: object) -> None:
         self._stop_requests += 1
-        with contextlib.suppress(OSError):  # a full pipe already wakes the loop; a closed one: run over
-            os.write(self._wake_w, b"x")
+        # Under the lock the pipe is closed with: a closed descriptor's number may be some other file's by now.
+        # (Reentrant: a signal handler runs on the thread it interrupts, which may be closing the pipe.)
+        with self._wake_lock:
+            if self._wake_w >= 0:
+                with contextlib.suppress(OSError):  # a full pipe already wakes the loop
+                    os.write(self._wake_w, b"x")
 
     def run(self) -> RunResult:
         """Run to the end; a runner runs once."""
@@ -154,6 +162,9 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
         self._env["DAGFLOW_RUN_DIR"] = str(self.layout.run_dir)
         self.reaper = NodeReaper.for_run(self.layout.run_id, self.layout.run_dir, self._env)
         try:
+            if self.options.stop_channel:
+                self._channel = StopChannel(self.layout.run_dir)
+                self.selector.register(self._channel.fd, selectors.EVENT_READ, STOP_CHANNEL)
             self._keeper_pid = self.link.start(self.layout.run_dir, self.workdir, self._env, self.selector)
             self.reaper.contain(self._keeper_pid)  # before any node starts: each is born in the run's cgroup
             return self._run()
@@ -198,11 +209,15 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
         with contextlib.suppress(OSError):
             self.journal.close()
         self.selector.close()
+        if self._channel is not None:
+            self._channel.close()
         self._close_wake_pipe()
 
     def _close_wake_pipe(self) -> None:
-        for fd in (self._wake_r, self._wake_w):
-            os.close(fd)
+        with self._wake_lock:
+            fds, self._wake_r, self._wake_w = (self._wake_r, self._wake_w), -1, -1
+            for fd in fds:
+                os.close(fd)
 
     def _install_signal_handlers(self) -> Callable[[], None]:
         if not self.options.handle_signals or threading.current_thread() is not threading.main_thread():
@@ -275,6 +290,9 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
             if data is KEEPER:
                 self._read_replies()
             elif data is None:
+                self._drain_wakeups()
+            elif data is STOP_CHANNEL:
+                self._stop_requests += self._channel.take()  # type: ignore[union-attr]
                 self._drain_wakeups()
             elif self.running.get(data.name) is data:
                 self._adopted_exited(data)
