@@ -143,6 +143,8 @@ class LocalEngine(EngineBase):
     def runner(self, layout: RunLayout, work: Work, options: RunOptions) -> LocalRunner:
         """The runner of work in this process: `.run()` drives it to its end."""
         machine = self._machine[1] if self._machine and self._machine[0] == work.plan.run_id else None
+        if work.resume:  # prepare checked a new run's devices and machine; a resumed one is checked here
+            self._check_devices()
         if machine is None or work.resume:
             machine = check_runnable(work.plan, options)
         return LocalRunner(work.plan, layout, machine, options)
@@ -200,6 +202,4 @@ def launch_here(engine: LocalEngine, layout: RunLayout, work: Work, reporter: Re
     trials: no process start-up per trial); the caller's run session marks it started. `.run()` drives it on
     that thread (it holds the run's lock, as a detached runner would) and tells reporter, `.request_stop()`
     stops it from any thread."""
-    if work.resume:
-        engine._check_devices()
     return engine.runner(layout, work, dataclasses.replace(engine.run_options, reporter=reporter, stop_channel=True))
