@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from dagflow.engines.base import RESOURCE_FIELDS, EngineBase, EngineOption
 from dagflow.engines.condor import status_warmer
@@ -42,36 +42,8 @@ from dagflow.run.status import RUN_RUNNING, RunStatus, read_status
 from dagflow.spec.engine_fields import RUNTIME_FIELDS
 from dagflow.text import plural
 
-if TYPE_CHECKING:
-    from dagflow.engines.condor.jobstate import JobstateLog
-
-
-# What reads DAGMan's files back (observe.py, ingest.py, jobstate.py) is imported when a run is read, waited
-# for or cancelled: `dagflow submit` reads none (#41 item 3).
-
-
-def observe_condor(layout: RunLayout) -> RunStatus:
-    from dagflow.engines.condor.ingest import observe_condor as observe
-
-    return observe(layout)
-
-
-def ingest_condor(layout: RunLayout) -> bool:
-    from dagflow.engines.condor.ingest import ingest_condor as ingest
-
-    return ingest(layout)
-
-
-def status_now(layout: RunLayout) -> RunStatus:
-    from dagflow.engines.condor.ingest import status_now as now
-
-    return now(layout)
-
-
-def read_jobstate(path: Path) -> JobstateLog | None:
-    from dagflow.engines.condor.jobstate import read_jobstate as read
-
-    return read(path)
+# What reads DAGMan's files back (ingest.py, jobstate.py) is imported where a run is read, waited for or
+# cancelled: `dagflow submit` reads none (#41 item 3).
 
 
 class CondorRunError(DagflowError):
@@ -263,12 +235,16 @@ class CondorEngine(EngineBase):
         """Block until the run's DAGMan job has ended (exited or removed). DAGMan's own files say when it
         ended (its job's event log and the jobstate log), so this needs no schedd query and keeps working if
         the schedd restarts meanwhile."""
+        from dagflow.engines.condor.ingest import observe_condor
+
         layout = RunLayout.from_run_dir(run_dir)
         while observe_condor(layout).state == RUN_RUNNING:
             time.sleep(WAIT_POLL_S)
 
     def ingest(self, run_dir: Path) -> bool:
         """Fold what DAGMan and the jobs wrote since the last ingest into the run directory (ingest.py)."""
+        from dagflow.engines.condor.ingest import ingest_condor
+
         return ingest_condor(RunLayout.from_run_dir(run_dir))
 
     def read_status(self, layout: RunLayout) -> RunStatus:
@@ -284,6 +260,8 @@ class CondorEngine(EngineBase):
             raise CondorRunError(f"run {layout.run_id} was never submitted: nothing to cancel")
         removed = remove_job(prepared.target, latest.cluster, reason=f"dagflow cancel {layout.run_id}")
         if not removed:
+            from dagflow.engines.condor.jobstate import read_jobstate
+
             history = read_jobstate(prepared.record.files.jobstate_log)
             gone = " (DAGMan has finished)" if history is not None and not history.dagman_running else ""
             raise CondorRunError(f"DAGMan job {latest.cluster}.0 of run {layout.run_id} is not in the queue{gone}")
@@ -291,6 +269,8 @@ class CondorEngine(EngineBase):
         return Cancelled({"removed": f"{latest.cluster}.0"}, removed=f"DAGMan job {latest.cluster}.0")
 
     def live(self, layout: RunLayout) -> Live | None:
+        from dagflow.engines.condor.ingest import status_now
+
         record = CondorRecord.load(layout.run_dir)
         if record is None or record.latest is None:  # never submitted: nothing of it runs
             return None
