@@ -132,19 +132,27 @@ def encode_usage(usage: NodeUsage) -> bytes:
 
 
 def decode_usage(obj: Any) -> NodeUsage:
-    """A record from a parsed line; raises ValueError when it is not a well-formed record."""
-    if not isinstance(obj, dict):
+    """A record from a parsed JSON line; raises ValueError when it is not a well-formed record. (Exact types:
+    JSON gives no subclass, and `type(x) in` is what keeps a big run's status fast; bool is not a number.)"""
+    if type(obj) is not dict:
         raise ValueError("not an object")
+    get = obj.get
     values: dict[str, Any] = {}
-    for name in _FIELD_NAMES:
-        value = obj.get(name)
-        kind = _FIELD_KINDS[name]
-        if kind is _STR_REQUIRED:
-            if not isinstance(value, str):
+    for name, kind, high in _FIELD_SPECS:
+        value = get(name)
+        if kind is float:
+            if value is not None:
+                if type(value) not in _NUMBER_TYPES:
+                    raise ValueError(f"{name} is not a number")
+                value = float(value)
+                if not 0 <= value <= high:  # NaN fails too
+                    _sane(name, value, high)
+        elif kind is _STR_REQUIRED:
+            if type(value) is not str:
                 raise ValueError(f"{name} is not a string")
-        elif kind is _INT_REQUIRED:
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} is not a positive integer")
+        elif kind is str:
+            if value is not None and type(value) is not str:
+                raise ValueError(f"{name} is not a string")
         elif kind is _NUMBER_DICT:
             value = _number_dict(name, value, allow_str=False)
             if name == "requested":
@@ -152,16 +160,11 @@ def decode_usage(obj: Any) -> NodeUsage:
                     _sane(f"requested[{key!r}]", item, _REQUEST_LIMITS.get(key, math.inf))
         elif kind is _EXTRA_DICT:
             value = _number_dict(name, value, allow_str=True)
-        elif value is not None:
-            if kind is float:
-                if not _is_number(value):
-                    raise ValueError(f"{name} is not a number")
-                value = _sane(name, float(value), _LIMITS[name])
-            elif kind is int:
-                if not isinstance(value, int) or isinstance(value, bool):
-                    raise ValueError(f"{name} is not an integer")
-            elif not isinstance(value, str):
-                raise ValueError(f"{name} is not a string")
+        elif kind is _INT_REQUIRED:
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} is not a positive integer")
+        elif value is not None and type(value) is not int:  # int
+            raise ValueError(f"{name} is not an integer")
         values[name] = value
     _sane_cores(values["cpu_s"], values["wall_s"])
     return NodeUsage(**values)
@@ -344,24 +347,24 @@ _FIELD_KINDS: dict[str, Any] = {
     "extra": _EXTRA_DICT,
     "key": str,
 }
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+_NUMBER_TYPES = frozenset({int, float})
+# (field, its kind, its upper bound where it is a number), in the record's order
+_FIELD_SPECS = tuple((name, _FIELD_KINDS[name], _LIMITS.get(name, math.inf)) for name in _FIELD_NAMES)
 
 
 def _number_dict(name: str, value: Any, allow_str: bool) -> dict[str, Any]:
     if value is None:
         return {}
-    if not isinstance(value, dict):
+    if type(value) is not dict:
         raise ValueError(f"{name} is not an object")
     out: dict[str, Any] = {}
     for key, item in value.items():
-        if _is_number(item):
+        kind = type(item)
+        if kind is float:
             if not math.isfinite(item):
                 raise ValueError(f"{name}[{key!r}] is {item:g}, not a finite number")
-            out[key] = float(item) if isinstance(item, float) else item
-        elif allow_str and isinstance(item, str):
+            out[key] = item
+        elif kind is int or (allow_str and kind is str):
             out[key] = item
         elif item is None:
             continue
