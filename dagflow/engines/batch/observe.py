@@ -82,9 +82,6 @@ class BatchObserver(ABC, Generic[Q]):
     def records(self, run_dir: Path) -> BatchRecords:
         return BatchRecords(run_dir, self.engine)
 
-    def is_run(self, layout: RunLayout) -> bool:
-        return self.records(layout.run_dir).exists()
-
     @abstractmethod
     def lost_nodes(self, lost: list[str], jobs: list[JobRecord], cancelled: bool) -> list[Event]:
         """The `end` events of nodes the journal shows running whose jobs the scheduler no longer holds."""

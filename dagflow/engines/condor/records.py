@@ -132,6 +132,3 @@ class CondorRecord:
             self.latest.removed = round(time.time(), 3)
             self.save(run_dir)
 
-
-def is_condor_run(run_dir: Path) -> bool:
-    return CondorRecord.path(run_dir).is_file()
