@@ -95,3 +95,47 @@ def test_validate_explain_says_per_step_what_its_cache_key_tracks_and_what_none_
     assert lines[3].startswith("not tracked by any cache key: the environment dagflow runs in"), done.stdout
     plain = dagflow_cli("validate", "pipeline.yaml", cwd=tmp_path)
     assert plain.stdout.splitlines() == lines[:1]  # without --explain: the one line, as before
+
+
+def test_scripts_read_on_many_threads_at_once_are_parsed_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search's trial runners key their nodes' caches on threads of one process, each reading its command's
+    Python files: CPython 3.11's ast.parse is not safe on two threads at once (its AST constructor's recursion
+    depth is shared: "SystemError: AST constructor recursion depth mismatch", seen failing a trial in CI), so
+    the parses take turns. A parse that lingers lets any other thread in, where nothing makes them take turns."""
+    import ast
+    import threading
+    import time
+
+    from dagflow.plan import script_files
+
+    inside, overlaps = [0], []
+    parse = ast.parse
+
+    def lingering_parse(*args: object, **kwargs: object) -> ast.AST:
+        inside[0] += 1
+        if inside[0] > 1:
+            overlaps.append(inside[0])
+        time.sleep(0.02)  # a GIL switch inside the parse, made certain
+        try:
+            return parse(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            inside[0] -= 1
+
+    monkeypatch.setattr(script_files.ast, "parse", lingering_parse)
+    for number in range(8):
+        (tmp_path / f"job{number}.py").write_text(f"import json\nimport helper{number}\n")
+        (tmp_path / f"helper{number}.py").write_text("import os\n")
+    found: dict[int, list[str]] = {}
+
+    def read(number: int) -> None:
+        found[number] = script_files.ScriptFiles(tmp_path)(["python", f"job{number}.py"])
+
+    threads = [threading.Thread(target=read, args=(number,)) for number in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert found == {number: [f"job{number}.py", f"helper{number}.py"] for number in range(8)}
+    assert overlaps == []

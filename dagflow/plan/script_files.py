@@ -14,6 +14,7 @@ import ast
 import os
 import posixpath
 import re
+import threading
 from pathlib import Path
 
 from dagflow.plan.model import Node, Plan
@@ -22,6 +23,12 @@ from dagflow.spec.command_files import SHELLS, shell_words
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _PYTHON = re.compile(r"^python[0-9.]*$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+# One ast.parse at a time in this process: CPython 3.11 keeps the AST constructor's recursion depth in state
+# that threads share, so two parses at once (the runners of a search's trials, each on a thread, keying their
+# nodes' caches) can fail with "SystemError: AST constructor recursion depth mismatch" (CPython gh-106905).
+_PARSE_LOCK = threading.Lock()
 
 
 def is_url(path: str) -> bool:
@@ -174,7 +181,9 @@ class ScriptFiles:
         imports: list[tuple[int, str]] = []
         try:
             with open(full, "rb") as handle:
-                tree = ast.parse(handle.read(), full)
+                source = handle.read()
+            with _PARSE_LOCK:
+                tree = ast.parse(source, full)
         except (OSError, SyntaxError, ValueError):
             tree = None
         for statement in ast.walk(tree) if tree is not None else ():
