@@ -37,3 +37,18 @@ def test_place_names_and_svg() -> None:
     assert place_name("vm", None) == "vm"
     svg = timeline_svg([span("a.1", 0, 1, slot="<b>"), span("a.2", 0.5, 2)], {"a": "#4e79a7"})
     assert svg.count("<rect ") == 2 and "h1 slot &lt;b&gt;" in svg and "<b>" not in svg
+
+
+def test_attempts_of_no_length_in_a_small_lane_each_have_their_bar() -> None:
+    """HTCondor's event log times are whole seconds: in the condor report test under load, check.us and check.br
+    ran one after the other on one slot, each starting and ending in the same second. Their zero-width bars were
+    merged into one ("2 attempts of check ..."), so check.us had no bar of its own; in a lane of a few attempts
+    nothing needs merging."""
+    spans = [span("check.us", 100.0, 100.0, "vm", "slot1_1"), span("check.br", 100.0, 100.0, "vm", "slot1_1"),
+             span("train.us", 90.0, 100.0, "vm", "slot1_2")]  # fmt: skip
+    svg = timeline_svg(spans, {"check": "#111", "train": "#222"})
+    assert "check.us (attempt 1)" in svg and "check.br (attempt 1)" in svg
+    assert "attempts of" not in svg
+    many = [span(f"check.n{i}", 100.0 + i * 1e-4, 100.0 + i * 1e-4, "vm", "slot1_1") for i in range(500)]
+    drawn = timeline_svg([*many, spans[2]], {"check": "#111", "train": "#222"})
+    assert drawn.count("<rect") < 50 and "attempts of check" in drawn  # a big lane's short attempts still merge

@@ -24,6 +24,9 @@ PLOT_WIDTH = 900
 LANE_HEIGHT = 16
 AXIS_HEIGHT = 24
 MERGE_PX = 2.0  # attempts drawn narrower than this may share one rectangle with their neighbours
+# ... where their lane has more attempts than this: a lane of a few has a bar (and a title) per attempt, even of
+# attempts of no length (HTCondor's event log times are whole seconds)
+MERGE_ABOVE = 100
 MAX_LANES = 400  # lanes drawn; a bigger pool's further lanes are summed up in one line
 UNKNOWN_HOST = "(host not recorded)"
 OTHER_STEPS = "#c4c9cf"  # the steps the palette has no colour left for
@@ -152,10 +155,12 @@ def _clock(seconds: float) -> str:
 
 
 def _runs(spans: list[Span], scale: float) -> list[list[Span]]:
-    """A lane's attempts (in start order) as drawn: runs of attempts of one step, none failed, each under
-    MERGE_PX wide and under a pixel after the one before, make one rectangle: a lane of thousands of short
-    attempts is drawn with a few hundred, and a failed attempt keeps its own."""
+    """A lane's attempts (in start order) as drawn: in a lane of more than MERGE_ABOVE, runs of attempts of one
+    step, none failed, each under MERGE_PX wide and under a pixel after the one before, make one rectangle: a
+    lane of thousands of short attempts is drawn with a few hundred, and a failed attempt keeps its own."""
     runs: list[list[Span]] = []
+    if len(spans) <= MERGE_ABOVE:
+        return [[span] for span in spans]
     end = 0.0
     for span in spans:
         narrow = not span.failed and (span.end - span.start) * scale < MERGE_PX
