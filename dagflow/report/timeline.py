@@ -158,9 +158,9 @@ def _runs(spans: list[Span], scale: float) -> list[list[Span]]:
     """A lane's attempts (in start order) as drawn: in a lane of more than MERGE_ABOVE, runs of attempts of one
     step, none failed, each under MERGE_PX wide and under a pixel after the one before, make one rectangle: a
     lane of thousands of short attempts is drawn with a few hundred, and a failed attempt keeps its own."""
-    runs: list[list[Span]] = []
     if len(spans) <= MERGE_ABOVE:
         return [[span] for span in spans]
+    runs: list[list[Span]] = []
     end = 0.0
     for span in spans:
         narrow = not span.failed and (span.end - span.start) * scale < MERGE_PX

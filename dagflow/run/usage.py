@@ -163,7 +163,7 @@ def decode_usage(obj: Any) -> NodeUsage:
         elif kind is _INT_REQUIRED:
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} is not a positive integer")
-        elif value is not None and type(value) is not int:  # int
+        elif value is not None and type(value) is not int:  # kind int: an optional integer
             raise ValueError(f"{name} is not an integer")
         values[name] = value
     _sane_cores(values["cpu_s"], values["wall_s"])

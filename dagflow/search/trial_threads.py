@@ -7,8 +7,8 @@ Such a runner is the run's runner as a detached one is: it holds the run's lock 
 (kill -9), its trials' runners die with it while their keepers run on: the next scheduler finds each such
 run cut short, or prepared and never started, and launches it again, which adopts what its keeper ran.
 `dagflow cancel` of a trial's run stops that trial's runner alone, through the run's stop channel
-(engines/local/stop_channel.py): the trial ends cancelled, and the search goes on. Ctrl-C of the search stops
-the search and its trials (the same command continues it).
+(engines/local/stop_channel.py): the trial ends failed (its run interrupted, as a detached runner's would be),
+and the search goes on. Ctrl-C of the search stops the search and its trials (the same command continues it).
 
 A trial has ended once its runner has journaled the run's `finish` (durably, with its cache entries and
 usage): the runner says so to its reporter, which wakes the scheduler then, so the trial is recorded and the
