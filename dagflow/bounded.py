@@ -17,6 +17,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 MAX_JOB_FILE_BYTES = 16 * 1024 * 1024  # a file a job wrote that dagflow reads whole (a metrics file)
@@ -101,6 +102,42 @@ def loads_json(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
         raise BoundedInputError(f"invalid JSON: {error.msg}", error.lineno, error.colno) from None
     except ValueError as error:  # e.g. an integer of more digits than int() converts
         raise BoundedInputError(f"invalid JSON: {error}") from None
+
+
+_SCAN = json.JSONDecoder().scan_once  # one JSON value at a position of a text: json.loads without its wrappers
+
+
+def json_lines(data: bytes) -> Iterator[tuple[int, Any, bytes | None]]:
+    """Each non-empty line of `data` (lines end with a newline; the last may not): (its number from 1, its
+    value, None) where the line is one JSON value with nothing around it and at most MAX_DEPTH brackets,
+    parsed in place in the text (a big file's lines read in about half the time json.loads takes on each
+    line); else (its number, None, the line) for the caller to read as it reads a line on its own (json.loads,
+    loads_json), errors and all. Every line of a file that is not UTF-8 is given that way."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        for number, line in enumerate(data.split(b"\n"), start=1):
+            if line:
+                yield number, None, line
+        return
+    position, size, number, count, scan = 0, len(text), 0, text.count, _SCAN
+    while position < size:
+        number += 1
+        end = text.find("\n", position)
+        if end < 0:
+            end = size
+        if end > position:
+            after, value = -1, None
+            if count("{", position, end) + count("[", position, end) <= MAX_DEPTH:
+                try:  # noqa: SIM105 (contextlib.suppress costs a with-block a line)
+                    value, after = scan(text, position)
+                except (StopIteration, ValueError, RecursionError):
+                    pass
+            if after == end:
+                yield number, value, None
+            else:
+                yield number, None, text[position:end].encode()
+        position = end + 1
 
 
 def _position(text: str | bytes, index: int) -> tuple[int, int]:

@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dagflow.bounded import json_lines
+
 PENDING = "pending"
 RUNNING = "running"
 RETRYING = "retrying"
@@ -291,45 +293,24 @@ def _optional(event: Event, field_name: str, kind: type) -> Any:
     return value
 
 
-_SCAN = json.JSONDecoder().scan_once  # one JSON value from a position of a text: json.loads without its wrappers
-
-
 def read_journal(path: Path) -> JournalState:
-    """Fold the journal into per-node records; a missing journal is an empty one.
-
-    Each line is read as json.loads reads it. A line of the journal's own form (compact, nothing around the
-    value) is parsed in place in the file's text, which saves a big journal's reader most of its time; any
-    other line, and every line of a file that is not UTF-8, is given to json.loads itself."""
+    """Fold the journal into per-node records; a missing journal is an empty one. Each line is read as
+    json.loads reads it on its own (the journal's own lines in place: bounded.json_lines)."""
     state = JournalState()
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
         return state
-    try:
-        text = data.decode()
-    except UnicodeDecodeError:
-        for line in data.split(b"\n"):
-            if line:
-                _fold(state, line)
-        return state
-    position, size, scan = 0, len(text), _SCAN
-    while position < size:
-        end = text.find("\n", position)
-        if end < 0:
-            end = size
-        if end > position:
-            try:
-                event, after = scan(text, position)
-            except (StopIteration, ValueError):
-                after = -1
-            if after != end or type(event) is not dict:
-                _fold(state, text[position:end].encode())
-            else:
-                try:
-                    state.apply(event)
-                except ValueError:
-                    state.bad_lines += 1
-        position = end + 1
+    for _, event, line in json_lines(data):
+        if line is not None:
+            _fold(state, line)
+            continue
+        try:
+            if type(event) is not dict:
+                raise ValueError("not an object")
+            state.apply(event)
+        except ValueError:
+            state.bad_lines += 1
     return state
 
 

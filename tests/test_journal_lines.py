@@ -50,6 +50,7 @@ HOSTILE_LINES = [
     b'{"e":"start","n":"\xc3\xa9","t":NaN}',
     b'{"e":"start","n":"torn","t":2.',
     b'{"e":"start","n":"\xff","t":2.0}',  # not UTF-8: the whole file is read line by line
+    b'{"e":"start","n":"deep","t":2.0,"x":' + b"[" * 40 + b"]" * 40 + b"}",  # more brackets than in place
 ]
 
 
