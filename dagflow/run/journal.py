@@ -302,9 +302,12 @@ def read_journal(path: Path) -> JournalState:
     except FileNotFoundError:
         return state
     for _, event, line in json_lines(data):
-        if line is not None:
-            _fold(state, line)
-            continue
+        if line is not None:  # not in the journal's own form: read as json.loads reads it
+            try:
+                event = json.loads(line)
+            except ValueError:
+                state.skipped_lines += 1
+                continue
         try:
             if type(event) is not dict:
                 raise ValueError("not an object")
@@ -312,22 +315,6 @@ def read_journal(path: Path) -> JournalState:
         except ValueError:
             state.bad_lines += 1
     return state
-
-
-def _fold(state: JournalState, line: bytes) -> None:
-    """One line into the state, read by json.loads: a line that is no JSON is skipped, one that is no
-    well-formed event is counted bad."""
-    try:
-        event = json.loads(line)
-    except ValueError:
-        state.skipped_lines += 1
-        return
-    try:
-        if not isinstance(event, dict):
-            raise ValueError("not an object")
-        state.apply(event)
-    except ValueError:
-        state.bad_lines += 1
 
 
 def _cut_torn_tail(fd: int) -> None:
