@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -103,8 +104,13 @@ def empty_server(server: SeaweedFS) -> None:
     from botocore.exceptions import ClientError
 
     request = urllib.request.Request(f"{server.filer}/buckets/", headers={"Accept": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        entries = json.load(answer).get("Entries") or []
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            entries = json.load(answer).get("Entries") or []
+    except urllib.error.HTTPError as error:
+        if error.code != 404:
+            raise
+        entries = []  # no /buckets/ directory yet (a fresh server makes it with its first bucket): none to delete
     names = [entry["FullPath"].rsplit("/", 1)[1] for entry in entries]
     client = boto3.client("s3", endpoint_url=server.s3, region_name="us-east-1")
     for name in (name for name in names if not name.startswith(".")):
