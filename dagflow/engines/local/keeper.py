@@ -62,7 +62,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import importlib.util
-import json
 import os
 import select
 import signal
@@ -71,6 +70,11 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+
+try:  # what json.dumps does with a str, without the json package's import of re at every keeper's start
+    from _json import encode_basestring_ascii as json_string
+except ImportError:  # an interpreter without json's C accelerator
+    from json import dumps as json_string
 
 _HEADER = struct.Struct("<I")
 WORKDIR_FD = 3  # the directory to run nodes in, as the runner passes it
@@ -411,7 +415,7 @@ class Keeper:
         os.set_blocking(fds[0], False)
         os.set_blocking(fds[2], False)
         output.read_fds = [fds[0], fds[2]]
-        tag, head = _tag(name, attempt), f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{pid}'
+        tag, head = _tag(name, attempt), f'{{"n":{json_string(name)},"a":{attempt},"pid":{pid}'
         self.children[pid] = (name, attempt, output, tag, head)
         self.live.add((name, attempt))
         self.unwatched.append((pid, output))
@@ -560,6 +564,8 @@ def _ward(keeper: int, pid: int, run_dir: str, procs_fd: int) -> int:
 
 def _unrecorded_starts(procs: str, keeper: int) -> dict[int, str]:
     """pid -> record head of each node keeper started and recorded no exit of."""
+    import json  # only here: a warden whose keeper died reads the records
+
     heads: dict[int, str] = {}
     try:
         with open(procs, "rb") as handle:
@@ -575,7 +581,7 @@ def _unrecorded_starts(procs: str, keeper: int) -> dict[int, str]:
         if "rc" in event:
             heads.pop(node, None)
         elif event.get("k") == keeper:
-            heads[node] = f'{{"n":{json.dumps(name)},"a":{attempt},"pid":{node}'
+            heads[node] = f'{{"n":{json_string(name)},"a":{attempt},"pid":{node}'
     return heads
 
 
