@@ -158,6 +158,7 @@ def trial_run_id(search: str, number: int, region: str) -> str:
 class SearchStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self._trials_read: dict[tuple[str, str | None], tuple[tuple[int, int], tuple[Trial, ...]]] = {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             # autocommit mode: every transaction below is explicit
@@ -358,12 +359,27 @@ class SearchStore:
             return cursor.rowcount == 1
 
     def trials(self, search: str, region: str | None = None) -> list[Trial]:
+        # A scheduler asks about ten times per trial; the rows are read again only when the database may have
+        # changed since the last read of the same ones. Nothing read inside a transaction is kept: a rollback
+        # takes back rows without moving the stamp.
+        stamp = self._stamp()
+        kept = self._trials_read.get((search, region))
+        if kept is not None and kept[0] == stamp:
+            return list(kept[1])
         query = "SELECT * FROM trials WHERE search = ?"
         args: tuple[Any, ...] = (search,)
         if region is not None:
             query += " AND region = ?"
             args += (region,)
-        return [_trial_of(self.path, row) for row in self._db.execute(query + " ORDER BY region, number", args)]
+        trials = [_trial_of(self.path, row) for row in self._db.execute(query + " ORDER BY region, number", args)]
+        if not self._db.in_transaction:
+            self._trials_read[(search, region)] = (stamp, tuple(trials))
+        return trials
+
+    def _stamp(self) -> tuple[int, int]:
+        """What moves whenever the database may have changed: `data_version` with every commit of another
+        connection (another process's included), total_changes with every row this connection writes."""
+        return self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes
 
     def damaged(self, trial: Trial, problem: str) -> SearchStoreError:
         """The error for a trial row whose content the caller found unusable."""
