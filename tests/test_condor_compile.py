@@ -9,8 +9,9 @@ import classad2
 import pytest
 
 from dagflow.engines.condor.compile import CondorCompileError, compile_plan
-from dagflow.engines.condor.dag_writer import DagFiles, DagOptions, dag_lines
+from dagflow.engines.condor.dag_writer import DagOptions, dag_lines
 from dagflow.engines.condor.lint import lint_dag, parse_dag
+from dagflow.engines.condor.records import DagFiles
 from dagflow.engines.condor.submit_writer import Layout
 from dagflow.engines.condor.templates import template_dir
 from tests.condor_helpers import (

@@ -13,9 +13,10 @@ from itertools import islice
 from pathlib import Path
 
 from dagflow.engines.condor import escape
-from dagflow.engines.condor.dag_writer import DagFiles, DagOptions, dag_blocks
+from dagflow.engines.condor.dag_writer import DagOptions, dag_blocks
 from dagflow.engines.condor.manners import FIELDS as MANNERS
 from dagflow.engines.condor.manners import Manners, declared
+from dagflow.engines.condor.records import DagFiles
 from dagflow.engines.condor.submit_writer import Layout, StepSubmit, build_step_submit
 from dagflow.engines.condor.transfer import TRANSFER, resolve_data_mode
 from dagflow.errors import DagflowError

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from dagflow.engines.condor import escape
+from dagflow.engines.condor.records import DagFiles
 from dagflow.engines.condor.submit_writer import NodeVars, StepSubmit
 from dagflow.plan.model import Node, Plan
 
@@ -26,25 +26,6 @@ class DagOptions:
     accounting_group: str | None = None
     accounting_group_user: str | None = None
     batch_name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DagFiles:
-    """The DAG's own output files (absolute paths)."""
-
-    dag: Path
-    node_status: Path
-    jobstate_log: Path
-    dot: Path
-
-    @classmethod
-    def in_dir(cls, out_dir: Path, stem: str) -> DagFiles:
-        return cls(
-            dag=out_dir / f"{stem}.dag",
-            node_status=out_dir / f"{stem}.status",
-            jobstate_log=out_dir / f"{stem}.jobstate.log",
-            dot=out_dir / f"{stem}.dot",
-        )
 
 
 class NodeError(ValueError):

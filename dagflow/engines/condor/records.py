@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dagflow.bounded import BoundedInputError, loads_json, read_bounded
-from dagflow.engines.condor.dag_writer import DagFiles
 from dagflow.errors import DagflowError
 from dagflow.files import write_atomic
 
@@ -41,6 +40,25 @@ def _is_int(value: object) -> bool:
 
 def condor_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "condor"
+
+
+@dataclass(frozen=True, slots=True)
+class DagFiles:
+    """The DAG's own output files (absolute paths)."""
+
+    dag: Path
+    node_status: Path
+    jobstate_log: Path
+    dot: Path
+
+    @classmethod
+    def in_dir(cls, out_dir: Path, stem: str) -> DagFiles:
+        return cls(
+            dag=out_dir / f"{stem}.dag",
+            node_status=out_dir / f"{stem}.status",
+            jobstate_log=out_dir / f"{stem}.jobstate.log",
+            dot=out_dir / f"{stem}.dot",
+        )
 
 
 @dataclass(slots=True)
