@@ -15,7 +15,6 @@ from pathlib import Path
 NAME = "tiny"
 
 
-
 def pyproject(distribution: str, engines: dict[str, str], packages: tuple[str, ...] = ()) -> str:
     """A plugin distribution's pyproject.toml: engines, its dagflow.engines entry points (name -> target);
     packages, where they are not the one package hatchling finds by the distribution's name."""
@@ -73,6 +72,21 @@ def install_plugin(root: Path, pyproject: str = PYPROJECT, modules: dict[str, st
          str(site), str(source)],
         check=True, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
+    return site
+
+
+HTJOBS = "htjobs"  # the job executor of tests/plugins/htjobs: each node one HTCondor job, no DAGMan
+HTJOBS_SOURCE = Path(__file__).resolve().parent / "plugins" / "htjobs"
+
+
+def install_source(source: Path, site: Path) -> Path:
+    """Build and install the plugin package in source into site (made readable to every user); site."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target",
+         str(site), str(source)],
+        check=True, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    subprocess.run(["chmod", "-R", "a+rX", str(site)], check=True)
     return site
 
 

@@ -159,12 +159,31 @@ ENGINES = [
     # an engine installed from a package outside dagflow: the local engine under another name, so the fast
     # subset leaves it to the full suite (tests/test_engine_registry.py drives a plugin engine there too)
     pytest.param(plugin.NAME, id="plugin", marks=pytest.mark.slow),
+    # a job executor installed from outside dagflow (tests/plugins/htjobs): each node one HTCondor job through
+    # the schedd, no DAGMan, driven by dagflow's own DAG scheduler (dagflow/engines/jobs/)
+    pytest.param(plugin.HTJOBS, id="htjobs", marks=[pytest.mark.cluster, pytest.mark.condor_pool]),
 ]
 
 
 @pytest.fixture(scope="session")
 def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return plugin.install_plugin(tmp_path_factory.mktemp("plugin"))
+
+
+@pytest.fixture(scope="session")
+def htjobs_site(condor_pool: Any) -> Path:
+    """The htjobs executor, installed where the pool's user (who runs dagflow and its jobs) can import it."""
+    return plugin.install_source(plugin.HTJOBS_SOURCE, condor_pool.work / f"htjobs-site-{os.getpid()}")
+
+
+def _htjobs_view(pool: Any) -> Callable[[Path, str, str], str | None]:
+    def view(workdir: Path, run_id: str, node: str) -> str | None:
+        constraint = f'DagflowRunId == "{run_id}" && DagflowNode == "{node}"'
+        done = pool.run(["condor_q", "-constraint", constraint, "-af", "JobStatus"])
+        codes = done.stdout.split()
+        return _CONDOR_STATES.get(codes[0], f"JobStatus {codes[0]}") if codes else None
+
+    return view
 
 
 @pytest.fixture(params=ENGINES)
@@ -185,6 +204,18 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
             lambda args, cwd: _local_spawn(args, cwd, env), lambda args: _local_argv(args, env), env,
         )  # fmt: skip
     pool = request.getfixturevalue("condor_pool")
+    if name == plugin.HTJOBS:
+        extra = {"PYTHONPATH": str(request.getfixturevalue("htjobs_site"))}
+        return Engine(
+            name,
+            pool.workdir,
+            lambda args, cwd: pool.dagflow(args, cwd=cwd, check=False, timeout=CLI_TIMEOUT_S, env=extra),
+            pool.give,
+            _htjobs_view(pool),
+            lambda args, cwd: _spawn(pool._as_user([sys.executable, "-m", "dagflow", *args], extra), cwd),
+            lambda args: pool._as_user([sys.executable, "-m", "dagflow", *args], extra),
+            {**os.environ, **pool.env, **extra},
+        )
     return Engine(
         name,
         pool.workdir,
@@ -200,8 +231,8 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
 def test_every_registered_builtin_engine_is_covered() -> None:
     covered = {param.values[0] for param in ENGINES}
     assert set(engine_names()) <= covered, "a registered engine has no contract coverage"
-    assert {"local", "condor", "slurm", "sge", plugin.NAME} <= covered
-    for name in covered - {plugin.NAME}:  # the plugin is installed for the tests that run it, not here
+    assert {"local", "condor", "slurm", "sge", plugin.NAME, plugin.HTJOBS} <= covered
+    for name in covered - {plugin.NAME, plugin.HTJOBS}:  # plugins are installed for the tests that run them
         assert engine_class(name).name == name
 
 
@@ -569,7 +600,8 @@ def test_runs_of_disjoint_nodes_never_block_each_other(engine: Engine) -> None:
 
 def test_a_rerun_after_kill_9_of_dagflow_at_a_random_moment_never_runs_a_live_node_twice(engine: Engine) -> None:
     """kill -9 of `dagflow run` while both fetches run, at a random moment; a partial re-run is refused; a plain
-    re-run continues the run where nothing drives it any more (local: it adopts the keeper's nodes) and is
+    re-run continues the run where nothing drives it any more (local: it adopts the keeper's nodes; a job executor:
+    dagflow's scheduler adopts its jobs by their keys) and is
     refused where the engine still drives it (DAGMan, Slurm, Grid Engine); each node runs once."""
     import random
 
@@ -594,7 +626,9 @@ def test_a_rerun_after_kill_9_of_dagflow_at_a_random_moment_never_runs_a_live_no
         _go(engine, workdir, "us", "br")
     assert rerun is not None
     if rerun.wait(timeout=WAIT_S) == 2:  # refused: the engine still drives the first run to its end
-        assert engine.name not in ("local", plugin.NAME), f"seed {seed}: a cut-short local run was not continued"
+        assert engine.name not in ("local", plugin.NAME, plugin.HTJOBS), (
+            f"seed {seed}: a cut-short run was not continued"
+        )
     status = _ended(engine, workdir, run_id)
     assert status["state"] == "succeeded", f"seed {seed}: {_shown(status)}"
     assert _run_ids(workdir) == [run_id], f"seed {seed}"

@@ -33,8 +33,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     # each engine: makes its own dialect (ClassAd text, sbatch/qsub flags) from a Plan
     ("engines", ("dagflow.engines.condor", "dagflow.engines.local", "dagflow.engines.sge", "dagflow.engines.slurm")),
-    # what the batch engines (Slurm, Grid Engine) build on; no scheduler's words of its own
-    ("engine-shared", ("dagflow.engines.batch",)),
+    # what engines build on: the batch engines (Slurm, Grid Engine) and dagflow's DAG scheduler with its job executors
+    ("engine-shared", ("dagflow.engines.batch", "dagflow.engines.jobs")),
     # the engine contract and the registry every caller picks engines in
     (
         "engine-contract",
@@ -71,7 +71,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 RANK = {name: rank for rank, (name, _) in enumerate(reversed(LAYERS))}  # higher is further up
 ENGINE_CONTRACT = ("dagflow.engines.base", "dagflow.engines.registry")  # the only way in from above the engines
-SHARED_ENGINE = "batch"  # the engine package that others may build on
+SHARED_ENGINES = ("batch", "jobs")  # the engine packages others may build on
 
 
 def module_name(path: Path) -> str:
@@ -154,7 +154,7 @@ def between_engines() -> list[str]:
     return [
         _where(source, target)
         for source, target in graph().edges
-        if _engine(target) not in (None, _engine(source), SHARED_ENGINE) and _engine(source) is not None
+        if _engine(target) not in (None, _engine(source), *SHARED_ENGINES) and _engine(source) is not None
     ]
 
 

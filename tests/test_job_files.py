@@ -17,7 +17,7 @@ from test_local_support import dagflow_cli, make_plan, node, step
 from test_untrusted_json_files import cli
 
 from dagflow.bounded import MAX_JOB_FILE_BYTES, BoundedInputError, read_bounded
-from dagflow.engines.local.cache import NodeCache
+from dagflow.engines.jobs.cache import NodeCache
 from dagflow.promote.decide import PromotionInputError, read_metrics
 from dagflow.report.collect import read_metrics as report_metrics
 from dagflow.search.progress import ProgressReader

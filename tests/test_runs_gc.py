@@ -136,7 +136,7 @@ def test_gc_removes_old_runs_and_spares_a_live_one(tmp_path: Path) -> None:
 
 KILLED_GC = """
 import os, signal, sys
-import dagflow.engines.local.cache as cache
+import dagflow.engines.jobs.cache as cache
 def killed(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)  # kill -9 between moving the runs aside and dropping their entries
 cache.drop_entries = killed

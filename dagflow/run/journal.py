@@ -134,6 +134,22 @@ def is_finish_line(line: bytes) -> bool:
 
 
 _FINISH_MARK = f'"e":"{FINISH_EVENT}"'.encode()
+_TAIL_BYTES = 4096  # the finish event is one short line
+
+
+def ends_with_finish(journal: Path) -> bool:
+    """Whether the journal's last line is a finish event (the run settled), read from its tail alone."""
+    try:
+        with open(journal, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - _TAIL_BYTES))
+            tail = handle.read()
+    except OSError:
+        return False
+    return is_finish_line(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+
+
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 

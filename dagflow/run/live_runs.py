@@ -60,6 +60,20 @@ class Live:
 LiveOf = Callable[[RunLayout], "Live | None"]
 
 
+def driven(layout: RunLayout, driver: str) -> Live | None:
+    """A run whose driver (its runner, a job executor's driver) holds the run's lock: every node it has not
+    finished may still start, and the driver is named as `driver pid N`. None: no driver holds it."""
+    from dagflow.run.journal import read_journal
+    from dagflow.run.lock import holder_pid, is_locked
+
+    if not is_locked(layout.lock_path):
+        return None
+    done = read_journal(layout.journal_path).done()
+    pid = holder_pid(layout.lock_path)
+    running = frozenset(name for name in layout.load_plan().nodes if name not in done)
+    return Live(running, driver=f"{driver} pid {pid}" if pid else f"a live {driver}")
+
+
 @dataclass(frozen=True, slots=True)
 class Admission:
     """What the check decided for a new run: start it (continue None), or continue that cut-short run."""
@@ -174,9 +188,7 @@ def _may_be_live(layout: RunLayout) -> bool:
     return not ((layout.run_dir / SEARCH_TRIAL_FILE).exists() or (layout.run_dir / DRY_RUN_FILE).exists())
 
 
-def _live_run(
-    layout: RunLayout, identity: Callable[[], tuple[str, str]], live_of: LiveOf
-) -> tuple[Plan, Live] | None:
+def _live_run(layout: RunLayout, identity: Callable[[], tuple[str, str]], live_of: LiveOf) -> tuple[Plan, Live] | None:
     live = live_of(layout)  # its engine's look first: most runs have settled, and their plans stay unread
     if not is_live(live):
         return None

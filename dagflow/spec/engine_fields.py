@@ -74,7 +74,7 @@ def _fields_set(name: str, step: StepSpec, engine_fields: Iterable[str]) -> Iter
                 if value is not None and not own:
                     yield field, path
     for field in engine_fields:
-        if getattr(step, field, None) not in (None, {}):
+        if getattr(step, field, None) not in (None, {}, []):  # an empty default is not set
             yield field, (*base, field)
     if "priority" in step.model_fields_set:
         yield "priority", (*base, "priority")

@@ -15,8 +15,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from dagflow.engines.local.cache import NodeCache
-from dagflow.engines.local.graph import DagTracker
+from dagflow.engines.jobs.cache import NodeCache
+from dagflow.engines.jobs.graph import DagTracker
 from dagflow.engines.local.node_reaper import NodeReaper
 from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.procs import ProcEntry, keeper_alive, kill_orphans, node_alive, read_procs

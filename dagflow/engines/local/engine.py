@@ -14,15 +14,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from dagflow.data import with_import_root
 from dagflow.engines.base import EngineBase, EngineOption
+from dagflow.engines.jobs.executor import start_driver, wait_for_driver
 from dagflow.engines.local.cpu_only import CPU_ONLY
 from dagflow.engines.local.cpu_only import note as cpu_only_note
 from dagflow.engines.local.liveness import local_live
@@ -107,25 +104,7 @@ class LocalEngine(EngineBase):
         """A detached `dagflow run --resume` on the run (its session finds nothing more to re-plan)."""
         if work.resume:
             self._check_devices()  # before the detached runner starts: an error here, not in its log
-        options = self.run_options
-        argv = [sys.executable, "-m", "dagflow", "run", "--resume", layout.run_id, "--json"]
-        argv += ["--runs-dir", str(layout.runs_dir), "--kill-grace", str(options.kill_grace_s)]
-        if options.jobs:
-            argv += ["--jobs", str(options.jobs)]
-        if options.gpus is not None:
-            argv += ["--gpus", options.gpus]
-        for name in options.force:
-            argv += ["--force", name]
-        if not options.use_cache:
-            argv.append("--no-cache")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = with_import_root(env.get("PYTHONPATH"))
-        with open(layout.runner_log_path, "ab") as log:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
-            )
-        layout.runner_pid_path.write_text(f"{proc.pid}\n")
-        return Launched(str(proc.pid), background=True)
+        return Launched(str(start_driver(layout, self.options, self.settings)), background=True)
 
     def drive(self, layout: RunLayout, work: Work, reporter: Reporter) -> RunResult:
         """`dagflow run`: run work here, in the foreground, telling reporter of each start and end (Ctrl-C and
@@ -150,10 +129,7 @@ class LocalEngine(EngineBase):
         return LocalRunner(work.plan, layout, machine, options)
 
     def wait(self, run_dir: Path) -> None:
-        layout = RunLayout.from_run_dir(run_dir)
-        time.sleep(0.5)  # the detached runner takes the run's lock as it starts
-        while read_status(layout).runner_alive:
-            time.sleep(0.5)
+        wait_for_driver(RunLayout.from_run_dir(run_dir))
 
     def read_status(self, layout: RunLayout) -> RunStatus:
         status = read_status(layout)

@@ -9,41 +9,20 @@ its last line alone.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from dagflow.engines.local.recovery import unjournaled_nodes
-from dagflow.run.journal import is_finish_line, read_journal
+from dagflow.run.journal import ends_with_finish
 from dagflow.run.layout import RunLayout
-from dagflow.run.live_runs import Live
-from dagflow.run.lock import holder_pid, is_locked
-
-_TAIL_BYTES = 4096  # the finish event is one short line
+from dagflow.run.live_runs import Live, driven
 
 
 def local_live(layout: RunLayout) -> Live | None:
     """The run's live nodes (None: nothing of it is live)."""
     if ends_with_finish(layout.journal_path):
         return None
-    if is_locked(layout.lock_path):
-        done = read_journal(layout.journal_path).done()
-        pid = holder_pid(layout.lock_path)
-        running = frozenset(name for name in layout.load_plan().nodes if name not in done)
-        return Live(running, driver=f"runner pid {pid}" if pid else "a live runner")
+    if (live := driven(layout, "runner")) is not None:
+        return live
     pending = unjournaled_nodes(layout)
     if not pending:
         return None
     running = frozenset(name for name, rc in pending.items() if rc is None)
     return Live(running, frozenset(pending) - running)
-
-
-def ends_with_finish(journal: Path) -> bool:
-    try:
-        with open(journal, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - _TAIL_BYTES))
-            tail = handle.read()
-    except OSError:
-        return False
-    return is_finish_line(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])

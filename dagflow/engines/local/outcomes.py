@@ -11,9 +11,11 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from dagflow.engines.local.cache import NodeCache
-from dagflow.engines.local.graph import DagTracker
+from dagflow.engines.jobs.cache import NodeCache
+from dagflow.engines.jobs.graph import DagTracker
+from dagflow.engines.jobs.release import retries_left
 from dagflow.engines.local.memory_limit import MEMORY_CHECK_S, MemoryGrowth
 from dagflow.engines.local.memory_limit import enforced as memory_enforced
 from dagflow.engines.local.node_reaper import NodeReaper
@@ -26,7 +28,6 @@ from dagflow.run.journal import (
     CHECKPOINTED,
     FAILED,
     INTERRUPTED,
-    PENDING,
     RETRY,
     RETRYING,
     SUCCEEDED,
@@ -69,6 +70,7 @@ class Outcomes:
     _add_timer: Callable[[float, str, str, int], None]  # Limits.add (limits.py)
     _free: Callable[[RunningNode], None]  # ready.py
     _release: Callable[[list[str]], None]  # ready.py
+    _run_result: Callable[[str, Path, str, float, int], RunResult]  # jobs/release.py Driving
 
     def _started(self, running: RunningNode, pid: int) -> None:
         """The keeper started it (at once, or as a follower when its leader exited)."""
@@ -159,11 +161,8 @@ class Outcomes:
             else:
                 state = FAILED
                 why = f"{why}, at its memory_max"
-        elif (
-            self.failed_tries.get(name, 0) < step.retries
-            and not self._stops_handled
-            and not (running.kill_reason is None and rc >= 0 and rc in step.retry_unless_exit)
-        ):
+        elif retries_left(step, self.failed_tries.get(name, 0), rc, running.kill_reason is not None,
+                          bool(self._stops_handled)):
             state = RETRY
         else:
             state = FAILED
@@ -217,18 +216,4 @@ class Outcomes:
         self.usage.flush()
         self.journal.write(finish_event(state), durable=True)
         self._commit(sync_now=True)
-        states = {name: self.states.get(name, PENDING) for name in self.plan.nodes}
-        for name, node_state in states.items():
-            if node_state in (RETRYING, CHECKPOINTED):  # stopped before its next attempt
-                states[name] = INTERRUPTED
-        result = RunResult(
-            run_id=self.layout.run_id,
-            run_dir=self.layout.run_dir,
-            state=state,
-            states=states,
-            duration_s=time.monotonic() - t0,
-            failures=self.failures,
-            resumed_done=resumed_done,
-        )
-        self.reporter.run_finished(result)
-        return result
+        return self._run_result(self.layout.run_id, self.layout.run_dir, state, t0, resumed_done)

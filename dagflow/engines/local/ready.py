@@ -11,9 +11,9 @@ import math
 import time
 from collections.abc import Callable
 
-from dagflow.engines.local.cache import NodeCache
+from dagflow.engines.jobs.graph import DagTracker
+from dagflow.engines.jobs.release import Release
 from dagflow.engines.local.gpu_memory import GpuMemoryUnknownError, with_gpu_memory
-from dagflow.engines.local.graph import DagTracker
 from dagflow.engines.local.keeper import request
 from dagflow.engines.local.memory_limit import MemoryGrowth
 from dagflow.engines.local.options import RunOptions
@@ -22,13 +22,12 @@ from dagflow.engines.local.queueing import FollowerQueueing
 from dagflow.engines.local.resources import Gpu, ResourcePool, within
 from dagflow.engines.local.running_node import RunningNode
 from dagflow.plan import DAGFLOW_LAUNCHER, Node, Plan, Resources, StepInfo
-from dagflow.run.journal import CACHED, PENDING, RUNNING, JournalWriter, cached_event
-from dagflow.run.reporting import Reporter
+from dagflow.run.journal import PENDING, RUNNING
 
 
-class ReadyQueue:
-    """Starting ready nodes and freeing what finished ones held. Uses the runner's attributes below and
-    its `_cannot_start` (outcomes.py)."""
+class ReadyQueue(Release):
+    """Starting ready nodes and freeing what finished ones held (releasing them: release.py). Uses the
+    runner's attributes below and its `_cannot_start` (outcomes.py)."""
 
     plan: Plan
     options: RunOptions
@@ -37,56 +36,14 @@ class ReadyQueue:
     memory: MemoryGrowth
     queueing: FollowerQueueing
     tracker: DagTracker
-    cache: NodeCache | None
-    journal: JournalWriter
-    reporter: Reporter
     workdir: str
     running: dict[str, RunningNode]
     states: dict[str, str]
-    keys: dict[str, str]
     attempts: dict[str, int]
-    forced: set[str]
     _env: dict[str, str]
     _outbox: list[bytes]  # the keeper link's outbox (keeper_link.py)
     _following: int  # followers waiting in the keeper for their leader's exit (not holding a slot)
     _cannot_start: Callable[[RunningNode, str, str], None]  # outcomes.py
-
-    def _forced_nodes(self) -> set[str]:
-        """The nodes --force names (by node or step), and every node downstream of them."""
-        if not self.options.force:
-            return set()
-        wanted = set(self.options.force)
-        forced = {name for name, node in self.plan.nodes.items() if name in wanted or node.step in wanted}
-        children = self.tracker.children
-        stack = list(forced)
-        while stack:
-            for child in children[stack.pop()]:
-                if child not in forced:
-                    forced.add(child)
-                    stack.append(child)
-        return forced
-
-    def _release(self, names: list[str]) -> None:
-        """Nodes whose parents are all done: skip the cached ones (cascading), queue the rest."""
-        stack = list(reversed(names))
-        cache = self.cache
-        nodes = self.plan.nodes
-        while stack:
-            name = stack.pop()
-            if cache is None:
-                self.tracker.push(name)
-                continue
-            node = nodes[name]
-            keys = self.keys
-            key = cache.key(self.plan, node, [keys.get(parent, parent) for parent in node.parents])
-            keys[name] = key
-            if name not in self.forced and cache.hit(self.plan, key, node):
-                self.states[name] = CACHED
-                self.journal.write(cached_event(name, key), durable=True)
-                self.reporter.node_cached(name)
-                stack.extend(reversed(self.tracker.succeeded(name)))
-            else:
-                self.tracker.push(name)
 
     def _start_ready(self) -> None:
         jobs = self.jobs

@@ -40,15 +40,14 @@ import selectors
 import signal
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 
+from dagflow.engines.jobs.cache import NodeCache
+from dagflow.engines.jobs.graph import DagTracker
+from dagflow.engines.jobs.release import Driving
 from dagflow.engines.local.adoption import HAS_PIDFD, Adoption
-from dagflow.engines.local.cache import NodeCache
 from dagflow.engines.local.cpu_only import announce
 from dagflow.engines.local.gpu_sampler import GpuSampler, NvmlReader
-from dagflow.engines.local.graph import DagTracker
 from dagflow.engines.local.keeper_link import KEEPER, KeeperLink, KeeperLostError
 from dagflow.engines.local.limits import Limits
 from dagflow.engines.local.memory_limit import MemoryGrowth
@@ -79,7 +78,7 @@ STOP_CHANNEL = object()  # the selector's data for the stop channel's descriptor
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
-class LocalRunner(ReadyQueue, Adoption, Outcomes):
+class LocalRunner(ReadyQueue, Adoption, Outcomes, Driving):
     """Runs (or resumes) the run in `layout` until every node has finished or the run is stopped.
 
     `request_stop()` may be called from another thread or a signal handler: running nodes get SIGTERM,
@@ -146,7 +145,7 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
             if isinstance(error, OSError) and error.errno in _DISK_FULL:
                 raise self._stop_for_storage(error) from None
             raise
-        restore = self._install_signal_handlers()
+        restore = self._install_signal_handlers(self.options.handle_signals)
         if self.pool.cpu_only:
             announce(self.plan, self.layout.run_dir)
         self.cache = (
@@ -219,20 +218,6 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
             for fd in fds:
                 os.close(fd)
 
-    def _install_signal_handlers(self) -> Callable[[], None]:
-        if not self.options.handle_signals or threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-        def restore() -> None:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-        return restore
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.request_stop()
-
     # --- the loop -----------------------------------------------------------------------------------
 
     def _run(self) -> RunResult:
@@ -243,7 +228,7 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes):
             self.journal.write(replan_event(sorted(self.forget)), durable=True)
         self.journal.flush()
         self.tracker = DagTracker(self.plan, done)
-        self.forced = self._forced_nodes()
+        self.forced = self._forced_nodes(self.options.force)
         self.reporter.run_started(
             RunInfo(self.plan, self.layout.run_id, self.layout.run_dir, self.jobs, prior.runners > 0, done)
         )

@@ -4,16 +4,13 @@ engine's flags without importing the engines (engines/registry.py `options`)."""
 from __future__ import annotations
 
 from dagflow.engines.base import Capabilities, EngineDeclaration, EngineOption
+from dagflow.engines.jobs.options import SCHEDULER_OPTIONS
 
 LOCAL_OPTIONS = (
     EngineOption("jobs", ("--jobs", "-j"), "Nodes running at once (default: the cpu count).", int, None, min=1),
     EngineOption("gpus", ("--gpus",), "GPU devices to use, e.g. 0,1 (default: what nvidia-smi lists); none: run "
                  "GPU steps on the CPU, a smoke test (CUDA_VISIBLE_DEVICES empty)."),
-    EngineOption(
-        "force", ("--force",), "Run this step (or node) and its descendants even if cached.", list, (),
-        metavar="STEP",
-    ),
-    EngineOption("no_cache", ("--no-cache",), "Run every node; skip nothing.", bool, False),
+    *SCHEDULER_OPTIONS,
     EngineOption("kill_grace", ("--kill-grace",), "Seconds between SIGTERM and SIGKILL.", float, 10.0, min=0),
 )
 
@@ -25,7 +22,7 @@ ENGINE = EngineDeclaration(
     Capabilities(streams_progress=True),
     provides=(
         ("check_devices", "dagflow.engines.local.devices:check_devices"),  # `dagflow search run --gpus`
-        ("drop_cache_entries", "dagflow.engines.local.cache:drop_entries"),  # `dagflow runs gc`
+        ("drop_cache_entries", "dagflow.engines.jobs.cache:drop_entries"),  # `dagflow runs gc`
         ("launch_here", "dagflow.engines.local.engine:launch_here"),  # search trials, on the search's threads
     ),
 )

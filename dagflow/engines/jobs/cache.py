@@ -272,8 +272,6 @@ def products_of(plan: Plan, node: Node) -> list[str]:
     return products
 
 
-
-
 def _files_under(top: Path) -> Iterator[Path]:
     """Every file under a directory, sorted, through symlinked directories too (an edit under the link is
     an edit of the input); a directory met again through a link loop is walked once."""
@@ -290,7 +288,7 @@ def _files_under(top: Path) -> Iterator[Path]:
 
 
 def _tree_signature(target: Path) -> str:
-    """"missing", or size:mtime_ns of a file, or of every file under a directory (sorted, relative)."""
+    """ "missing", or size:mtime_ns of a file, or of every file under a directory (sorted, relative)."""
     try:
         stat = target.stat()
     except OSError:

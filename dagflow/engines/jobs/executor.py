@@ -1,0 +1,165 @@
+"""The job-executor tier: an engine that runs single nodes, driven by dagflow's own DAG scheduler.
+
+A job executor subclasses JobExecutor and writes three methods, as Snakemake's executor plugins do; the
+scheduler (scheduler.py) owns the DAG, the ready queue, retries (`unless_exit`), timeouts, checkpoint
+restarts, the cache, the journal, cancelling and exactly-once after a kill -9, and this class answers the
+engine contract (engines/base.py) for it: `dagflow run` drives the run in the foreground, `submit` in a
+detached `dagflow run --resume`, `status` reads the run directory, `cancel` stops the driver.
+
+    run_job(job) -> str                 start one attempt of one node (not waiting for it); its id there
+    check_active(jobs) -> {key: state}  what became of each job (JobState), jobs this process did not start
+                                        included: a job it never heard of is UNKNOWN
+    cancel_jobs(jobs) -> None           stop them; asking again, or for ended jobs, is no error
+
+Exactly once. Every attempt has a key (`Job.key`: run id, node, attempt) that the executor attaches to what
+it submits and finds it again by, whoever asks. The scheduler journals an attempt's start after run_job
+returned; a driver killed in between leaves a job the journal does not name, so the next driver asks
+check_active about each unfinished node's next attempt too, and adopts what it finds. A node therefore
+runs in one job at a time, and a result the journal lacks is taken, not run again.
+
+An executor declares, beside the class attributes of engines/base.py (name, summary, options, honours,
+system): `poll_s`, seconds between two check_active calls, and `max_active`, how many jobs it keeps
+started at once. A problem with one job (a command the executor cannot express, a refused submission)
+raises JobError: that attempt fails with its message; any other exception stops the run, its jobs running
+on for the next driver to adopt.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from dagflow.data import with_import_root
+from dagflow.engines.base import EngineBase, EngineOption
+from dagflow.engines.jobs.job import ENDED, Job, JobState, known_jobs, unfinished_jobs
+from dagflow.engines.jobs.options import SCHEDULER_OPTIONS
+from dagflow.engines.jobs.scheduler import JobScheduler
+from dagflow.plan import Plan
+from dagflow.plan.graph import check_plan
+from dagflow.run.journal import ends_with_finish, read_journal
+from dagflow.run.layout import RunLayout
+from dagflow.run.live_runs import Live, driven
+from dagflow.run.lock import holder_pid, is_locked
+from dagflow.run.reports import Cancelled, Launched
+from dagflow.run.status import RunStatus, read_status
+
+if TYPE_CHECKING:
+    from dagflow.run.reporting import Reporter
+    from dagflow.run.result import RunResult
+    from dagflow.run.session import Work
+
+
+class JobExecutor(EngineBase):
+    """The base of every job executor: the engine contract answered with dagflow's scheduler."""
+
+    options: ClassVar[tuple[EngineOption, ...]] = SCHEDULER_OPTIONS
+    poll_s: ClassVar[float] = 1.0
+    max_active: ClassVar[int] = 100
+
+    # --- what an executor writes ------------------------------------------------------------------------
+
+    def run_job(self, job: Job) -> str:
+        raise NotImplementedError
+
+    def check_active(self, jobs: Sequence[Job]) -> dict[str, JobState]:
+        raise NotImplementedError
+
+    def cancel_jobs(self, jobs: Sequence[Job]) -> None:
+        raise NotImplementedError
+
+    def check(self, plan: Plan) -> None:
+        """Refuse a plan this executor cannot run (DagflowError), before its run is made."""
+
+    # --- the engine contract ----------------------------------------------------------------------------
+
+    def prepare(self, plan: Plan, run_dir: Path) -> None:
+        check_plan(plan)
+        self.check(plan)
+
+    def launch(self, layout: RunLayout, work: Work) -> Launched:
+        """A detached `dagflow run --resume` drives the run (its session finds nothing more to re-plan)."""
+        pid = start_driver(layout, type(self).options, self.settings)
+        return Launched(str(pid), background=True)
+
+    def drive(self, layout: RunLayout, work: Work, reporter: Reporter) -> RunResult:
+        """`dagflow run`: drive the run here, in the foreground, until it ends (Ctrl-C and SIGTERM cancel
+        its jobs, on the main thread)."""
+        return JobScheduler(self, work, layout, reporter, handle_signals=True).run()
+
+    def wait(self, run_dir: Path) -> None:
+        wait_for_driver(RunLayout.from_run_dir(run_dir))
+
+    def read_status(self, layout: RunLayout) -> RunStatus:
+        return read_status(layout)
+
+    def live(self, layout: RunLayout) -> Live | None:
+        """A driver holding the run's lock drives it; without one, the jobs the executor still runs (or that
+        ended with a result the journal lacks) are live."""
+        if ends_with_finish(layout.journal_path):
+            return None
+        if (live := driven(layout, "driver")) is not None:
+            return live
+        found = self.left_behind(layout)
+        if not found:
+            return None
+        running = frozenset(name for name, (_, state) in found.items() if state.state != ENDED)
+        return Live(running, frozenset(found) - running)
+
+    def cancel(self, run_dir: Path) -> Cancelled | None:
+        """Signal the run's driver (it cancels the jobs: None); with none (it was killed), cancel the jobs it
+        left running."""
+        layout = RunLayout.from_run_dir(run_dir)
+        pid = holder_pid(layout.lock_path) if is_locked(layout.lock_path) else None
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+            return None
+        found = self.left_behind(layout)
+        jobs = [job for job, state in found.values() if state.state != ENDED]
+        if jobs:
+            self.cancel_jobs(jobs)
+        stopped = sorted(job.node for job in jobs)
+        return Cancelled({"stopped": stopped}, stopped=tuple(stopped))
+
+    def left_behind(self, layout: RunLayout) -> dict[str, tuple[Job, JobState]]:
+        """The jobs of the run's unfinished nodes that the executor knows, by node (job.py unfinished_jobs)."""
+        journal = read_journal(layout.journal_path)
+        asked = unfinished_jobs(layout.load_plan(), layout, journal, journal.done())
+        return known_jobs(self.check_active, asked)
+
+
+def start_driver(layout: RunLayout, options: Sequence[EngineOption], settings: Mapping[str, object]) -> int:
+    """Start a detached `dagflow run --resume` of the run with these settings (each option that is not its
+    default, as its flag); its pid, also written to the run's runner.pid."""
+    argv = [sys.executable, "-m", "dagflow", "run", "--resume", layout.run_id, "--json"]
+    argv += ["--runs-dir", str(layout.runs_dir)]
+    for option in options:
+        value = settings.get(option.name, option.default)
+        if value == option.default or value is None:
+            continue
+        flag = option.flags[0]
+        if option.type is bool:
+            argv.append(flag)
+        elif option.type is list:
+            for item in value:  # type: ignore[attr-defined]
+                argv += [flag, str(item)]
+        else:
+            argv += [flag, str(value)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = with_import_root(env.get("PYTHONPATH"))
+    with open(layout.runner_log_path, "ab") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env)
+    layout.runner_pid_path.write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def wait_for_driver(layout: RunLayout) -> None:
+    """Block until the run's driver (a detached one just started included) has ended."""
+    time.sleep(0.5)  # a detached driver takes the run's lock as it starts
+    while is_locked(layout.lock_path):
+        time.sleep(0.5)

@@ -1,0 +1,375 @@
+"""dagflow's DAG scheduler for job executors: it drives a run to its end by starting each ready node as a job
+(executor.py) and looking at the active ones every `poll_s`.
+
+Each turn: start ready nodes (highest step priority first, up to the executor's `max_active`), cancel
+attempts past their step's timeout, ask the executor about the active jobs, and record what ended: its end
+event (succeeded, retry, checkpointed, failed, interrupted) durably in the journal, its cache entry, its
+children released or blocked. The driver holds the run's lock for its whole life, as the local runner does,
+so status and the live-run rule see it; its journal events are written once per turn.
+
+A driver that starts on a run adopts what an earlier one left: for every node the journal does not show
+finished, the executor is asked about its journaled attempt and the next one (executor.py, "Exactly
+once"); a job that is queued or running is waited for, one that ended is taken as if seen ending, and
+only a node with no job is started. A node the edit of the pipeline changed since its job started
+(JournalState.replanned) runs what the edit replaced: that job is cancelled and the node starts again.
+
+Ctrl-C or SIGTERM (from `dagflow cancel`) cancels every active job and records them interrupted; any other
+error stops the driver and leaves the jobs running for the next one to adopt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from dagflow.engines.jobs.cache import NodeCache
+from dagflow.engines.jobs.graph import DagTracker
+from dagflow.engines.jobs.job import (
+    ACTIVE,
+    ENDED,
+    UNKNOWN,
+    Executor,
+    ExecutorError,
+    Job,
+    JobError,
+    JobState,
+    job_for,
+    known_jobs,
+    unfinished_jobs,
+)
+from dagflow.engines.jobs.release import Driving, Release, retries_left
+from dagflow.errors import DagflowError
+from dagflow.plan import Plan
+from dagflow.run.exits import describe_exit
+from dagflow.run.journal import (
+    CHECKPOINTED,
+    DONE_STATES,
+    FAILED,
+    INTERRUPTED,
+    RETRY,
+    RETRYING,
+    RUNNING,
+    SUCCEEDED,
+    UPSTREAM_FAILED,
+    JournalState,
+    JournalWriter,
+    end_event,
+    finish_event,
+    read_journal,
+    run_event,
+    start_event,
+    upstream_failed_event,
+)
+from dagflow.run.layout import RunLayout
+from dagflow.run.lock import RunLock
+from dagflow.run.reporting import Reporter, RunInfo
+from dagflow.run.result import RUN_FAILED, RUN_INTERRUPTED, RUN_SUCCEEDED, Failure, RunResult
+from dagflow.run.session import Work
+
+T = TypeVar("T")
+# A test's crash point (tests/test_job_executor.py): the driver SIGKILLs itself after a submission and before its
+# journal line, the one moment the executor knows of a job the journal does not.
+_KILL_AFTER_SUBMIT = os.environ.get("DAGFLOW_TEST_KILL_AFTER_SUBMIT") == "1"
+_MISSING_LOOKS = 3  # looks in a row that find no job of an active attempt's key before it counts as lost
+_CANCEL_WAIT_S = 120.0  # how long cancelled jobs may take to end before they are recorded interrupted anyway
+
+
+@dataclass(slots=True)
+class Active:
+    """A job of ours that has not ended yet."""
+
+    job: Job
+    started: float  # monotonic time it was submitted (or adopted)
+    killed: str | None = None  # "timeout" or "interrupt": why the scheduler cancelled it
+    cancelled_at: float | None = None
+    missing: int = 0  # looks in a row that found no job of its key
+    job_id: str | None = None  # the executor's id of it (run_job's answer; None for an adopted one)
+    started_seen: bool = False  # its start is journaled: the executor said it runs (or ended)
+
+
+class JobScheduler(Release, Driving):
+    """Drives one run of `work` on `executor` until every node has finished or the run is stopped."""
+
+    def __init__(
+        self, executor: Executor, work: Work, layout: RunLayout, reporter: Reporter, handle_signals: bool = False
+    ) -> None:
+        self.executor = executor
+        self.work = work
+        self.plan: Plan = work.plan
+        self.layout = RunLayout(layout.runs_dir.absolute(), layout.run_id)
+        self.reporter = reporter
+        self.handle_signals = handle_signals
+        settings = executor.settings
+        self.force = tuple(settings.get("force") or ())
+        self.use_cache = not settings.get("no_cache")
+        self.active: dict[str, Active] = {}
+        self.states: dict[str, str] = {}
+        self.keys: dict[str, str] = {}
+        self.attempts: dict[str, int] = {}
+        self.failed_tries: dict[str, int] = {}
+        self.restarts: dict[str, int] = {}
+        self.failures: list[Failure] = []
+        self.cache: NodeCache | None = None
+        self._stop = threading.Event()
+        self._stopping = False
+
+    def request_stop(self, *_: object) -> None:
+        self._stop.set()
+
+    def run(self) -> RunResult:
+        lock = RunLock(self.layout.lock_path)
+        lock.acquire()
+        restore = self._install_signal_handlers(self.handle_signals)
+        try:
+            self.journal = JournalWriter(self.layout.journal_path)
+            try:
+                return self._run()
+            finally:
+                with contextlib.suppress(OSError):
+                    self.journal.close()
+                if self.cache is not None:
+                    with contextlib.suppress(OSError):
+                        self.cache.close()
+        finally:
+            restore()
+            lock.release()
+            with contextlib.suppress(OSError, ValueError):
+                self.reporter.flush()
+
+    # --- the loop ---------------------------------------------------------------------------------------
+
+    def _run(self) -> RunResult:
+        t0 = time.monotonic()
+        plan, layout = self.plan, self.layout
+        layout.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.cache = (
+            NodeCache(layout.cache_dir.absolute(), Path(os.path.realpath(plan.workdir))) if self.use_cache else None
+        )
+        prior = read_journal(layout.journal_path)
+        for name, record in prior.nodes.items():
+            if name in plan.nodes:
+                self.attempts[name] = record.attempts + record.restarts  # jobs started (job.py unfinished_jobs)
+                self.restarts[name] = record.restarts
+        todo = set(self.work.todo)
+        done = {name for name in plan.nodes if name not in todo}
+        for name in done:
+            record = prior.nodes.get(name)
+            self.states[name] = record.state if record is not None and record.state in DONE_STATES else SUCCEEDED
+        self.journal.write(run_event(prior.runners > 0, pid=os.getpid()), durable=True)
+        adopted = self._adopt(prior, done)
+        self.journal.flush()
+        self.tracker = DagTracker(plan, done)
+        self.forced = self._forced_nodes(self.force)
+        self.reporter.run_started(
+            RunInfo(plan, layout.run_id, layout.run_dir, None, prior.runners > 0, done, where=self.executor.system)
+        )
+        self._release([name for name in self.tracker.initially_ready() if name not in adopted])
+        self._observed(adopted)
+        poll_s = self.executor.poll_s
+        while True:
+            if self._stop.is_set() and not self._stopping:
+                self._cancel_all()
+            if not self._stopping:
+                self._start_ready()
+            if not self.active:
+                if self._stopping or not self.tracker.has_ready():
+                    break
+                continue  # everything started ended at once (a submission refused): start the next ones
+            self.journal.commit()
+            self.reporter.flush()
+            self._stop.wait(poll_s)
+            self._look()
+            if self.reporter.tick_interval is not None:
+                self.reporter.tick()
+        return self._result(t0, len(done))
+
+    def _adopt(self, prior: JournalState, done: set[str]) -> dict[str, JobState]:
+        """Take over the jobs an earlier driver left (the module docstring): name -> what its job is now."""
+        found = known_jobs(self._check, unfinished_jobs(self.plan, self.layout, prior, done))
+        stale = [job for name, (job, state) in found.items() if name in prior.replanned and state.state != ENDED]
+        if stale:
+            self._cancel(stale)
+        adopted: dict[str, JobState] = {}
+        for name, (job, state) in found.items():
+            if name in prior.replanned:
+                continue
+            journaled = job.attempt <= self.attempts.get(name, 0)  # else a killed driver did not journal its start
+            self.attempts[name] = job.attempt
+            self.active[name] = Active(job, time.monotonic(), started_seen=journaled)
+            self.states[name] = RUNNING
+            if journaled:
+                self.reporter.node_started(name, job.attempt, ())
+            adopted[name] = state
+        return adopted
+
+    def _start_ready(self) -> None:
+        limit = self.executor.max_active
+        for _step, queue in self.tracker.ready_queues():
+            while queue and len(self.active) < limit:
+                self._start(queue.popleft())
+            if len(self.active) >= limit:
+                return
+
+    def _start(self, name: str) -> None:
+        attempt = self.attempts.get(name, 0) + 1
+        self.attempts[name] = attempt
+        job = job_for(self.plan, self.layout, name, attempt)
+        active = Active(job, time.monotonic())
+        self.active[name] = active
+        self.states[name] = RUNNING
+        try:
+            active.job_id = self._asked("start a job", self.executor.run_job, job)
+        except JobError as error:
+            self._seen_start(active)
+            self._finished(active, 127, f"cannot start: {error}")
+            return
+        if _KILL_AFTER_SUBMIT:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def _seen_start(self, active: Active) -> None:
+        """The job runs (or ended, or could not start): its start is journaled now, so a queued node shows as
+        pending, as its executor shows it queued; a timeout counts from here."""
+        active.started_seen = True
+        active.started = time.monotonic()
+        job = active.job
+        self.journal.write(start_event(job.node, job.attempt, job=active.job_id))
+        self.reporter.node_started(job.node, job.attempt, ())
+
+    def _look(self) -> None:
+        """Cancel what ran past its timeout, then take what ended."""
+        now = time.monotonic()
+        overdue = []
+        for active in self.active.values():
+            timeout = active.job.step.timeout_s
+            if active.killed is None and timeout and active.started_seen and now - active.started > timeout:
+                active.killed, active.cancelled_at = "timeout", now
+                overdue.append(active.job)
+        if overdue:
+            self._cancel(overdue)
+        if not self.active:
+            return
+        states = self._check([active.job for active in self.active.values()])
+        self._observed({name: states.get(active.job.key, JobState(UNKNOWN)) for name, active in self.active.items()})
+
+    def _observed(self, states: dict[str, JobState]) -> None:
+        """What the executor said of active jobs, by node: starts seen, ends taken, lost jobs given up on."""
+        now = time.monotonic()
+        for name, state in states.items():
+            active = self.active[name]
+            if state.state == ACTIVE and not active.started_seen:
+                self._seen_start(active)
+            if state.state == ENDED:
+                self._ended(active, state)
+            elif state.state == UNKNOWN:
+                active.missing += 1
+                if active.missing >= _MISSING_LOOKS:
+                    self._ended(active, JobState(ENDED, why="its job is gone: the executor no longer knows it"))
+            elif active.cancelled_at is not None and now - active.cancelled_at > _CANCEL_WAIT_S:
+                self._ended(active, JobState(ENDED, why=f"still there {_CANCEL_WAIT_S:.0f} s after it was cancelled"))
+
+    def _cancel_all(self) -> None:
+        self._stopping = True
+        now = time.monotonic()
+        jobs = []
+        for active in self.active.values():
+            active.killed, active.cancelled_at = "interrupt", now
+            jobs.append(active.job)
+        if jobs:
+            self._cancel(jobs)
+
+    def _check(self, jobs: Sequence[Job]) -> dict[str, JobState]:
+        return self._asked("look at its jobs", self.executor.check_active, jobs)
+
+    def _cancel(self, jobs: Sequence[Job]) -> None:
+        self._asked("cancel jobs", self.executor.cancel_jobs, jobs)
+
+    def _asked(self, what: str, call: Callable[..., T], *args: object) -> T:
+        """An executor call; what it raises beyond JobError and dagflow's errors stops the run, saying so."""
+        try:
+            return call(*args)
+        except DagflowError:
+            raise
+        except Exception as error:
+            run_id = self.layout.run_id
+            raise ExecutorError(
+                f"run {run_id} stopped: the executor could not {what}: {type(error).__name__}: {error}; the jobs "
+                f"it started run on, and `dagflow run --resume {run_id}` takes them over"
+            ) from None
+
+    # --- what an end means ------------------------------------------------------------------------------
+
+    def _ended(self, active: Active, state: JobState) -> None:
+        if not active.started_seen:  # it ended between two looks (or was never seen): its start is journaled first
+            self._seen_start(active)
+        rc = state.rc
+        step = active.job.step
+        if active.killed == "timeout":
+            why: str | None = f"timed out after {step.timeout_s}s"
+        elif active.killed == "interrupt":
+            why = "interrupted"
+        elif rc is None:
+            why = state.why or "ended without an exit code"
+        else:
+            why = describe_exit(rc) if rc != 0 else None
+        self._finished(active, rc if rc is not None else -1, why)
+
+    def _finished(self, active: Active, rc: int, why: str | None) -> None:
+        job, name = active.job, active.job.node
+        step = job.step
+        self.active.pop(name, None)
+        duration = time.monotonic() - active.started
+        checkpoint = step.checkpoint_exit_code is not None and rc == step.checkpoint_exit_code and not active.killed
+        if active.killed == "interrupt":
+            state = INTERRUPTED
+        elif checkpoint and self.restarts.get(name, 0) < step.checkpoint_max_restarts:
+            state = CHECKPOINTED
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+            why = f"checkpointed (exit code {rc}): restart {self.restarts[name]} of {step.checkpoint_max_restarts}"
+        elif checkpoint:
+            state = FAILED
+            why = f"exit code {rc} after {self.restarts.get(name, 0)} checkpoint restarts (checkpoint.max_restarts)"
+        elif why is None:
+            state = SUCCEEDED
+        elif retries_left(step, self.failed_tries.get(name, 0), rc, active.killed is not None, self._stopping):
+            state = RETRY
+        else:
+            state = FAILED
+        key = self.keys.get(name) if state == SUCCEEDED else None
+        self.journal.write(end_event(name, state, attempt=job.attempt, rc=rc, why=why, key=key), durable=True)
+        self.reporter.node_finished(name, state, self.failed_tries.get(name, 0) + 1, rc, why, duration)
+        if state == SUCCEEDED:
+            self.states[name] = SUCCEEDED
+            if key and self.cache is not None:
+                self.cache.record(key, self.plan, self.plan.nodes[name])
+                self.cache.flush()  # before the journal's event is written: a success is in one or both
+            self._release(self.tracker.succeeded(name))
+        elif state in (RETRY, CHECKPOINTED):
+            if state == RETRY:
+                self.failed_tries[name] = self.failed_tries.get(name, 0) + 1
+            self.states[name] = RETRYING if state == RETRY else CHECKPOINTED
+            self.tracker.push(name, front=True)
+        elif state == INTERRUPTED:
+            self.states[name] = INTERRUPTED
+        else:
+            self.states[name] = FAILED
+            tries = self.failed_tries.get(name, 0) + 1
+            self.failures.append(Failure(name, why or describe_exit(rc), tries, self.layout.failure_log(name)))
+            blocked = self.tracker.failed(name)
+            if blocked:
+                for child in blocked:
+                    self.states[child] = UPSTREAM_FAILED
+                self.journal.write(upstream_failed_event(blocked, name), durable=True)
+                self.reporter.nodes_blocked(blocked, name)
+
+    def _result(self, t0: float, resumed_done: int) -> RunResult:
+        state = RUN_INTERRUPTED if self._stopping else RUN_FAILED if self.failures else RUN_SUCCEEDED
+        self.journal.write(finish_event(state), durable=True)
+        self.journal.flush()
+        return self._run_result(self.layout.run_id, self.layout.run_dir, state, t0, resumed_done)

@@ -1,0 +1,144 @@
+"""The job-executor tier through an executor installed from outside dagflow (tests/plugins/htjobs: each node one
+HTCondor job through the schedd, no DAGMan). The engine-contract suite holds it to every engine's outcomes
+(tests/test_engine_contract.py); here: its own pipeline block and step field, validated with positions
+like every other field, and on the real pool the moment a driver dies between a submission and its journal
+line, and hostile command and environment values."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import engine_plugin as plugin
+import pytest
+
+CLI_TIMEOUT_S = 900.0
+SMALL = "{memory: 64MB, disk: 10MB}"
+
+
+@pytest.fixture(scope="session")
+def local_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return plugin.install_source(plugin.HTJOBS_SOURCE, tmp_path_factory.mktemp("htjobs") / "site")
+
+
+def _validate(
+    site: Path, workdir: Path, text: str, engine: str = plugin.HTJOBS
+) -> subprocess.CompletedProcess[str]:
+    (workdir / "pipeline.yaml").write_text(text)
+    env = plugin.plugin_env(site)
+    return subprocess.run(
+        [sys.executable, "-m", "dagflow", "validate", "--engine", engine, "pipeline.yaml"], cwd=workdir,
+        capture_output=True, text=True, check=False, env=env, timeout=CLI_TIMEOUT_S,
+    )  # fmt: skip
+
+
+PIPELINE = f"""name: sections
+htjobs:
+  accounting_group: @GROUP@
+steps:
+  train:
+    command: [sh, -c, "true"]
+    resources: {SMALL}
+    concurrency_limits: [@LIMIT@]
+"""
+
+
+def _pipeline(group: str, limit: str) -> str:
+    return PIPELINE.replace("@GROUP@", group).replace("@LIMIT@", limit)
+
+
+def test_the_executors_block_and_step_field_are_validated_with_positions(local_site: Path, tmp_path: Path) -> None:
+    good = _validate(local_site, tmp_path, _pipeline("group_ml", "licence:2"))
+    assert good.returncode == 0, good.stderr
+    assert "ignores" not in good.stderr, good.stderr  # it honours its own field
+
+    bad_group = _validate(local_site, tmp_path, _pipeline('"a b"', "licence"))
+    assert bad_group.returncode == 2 and "Traceback" not in bad_group.stderr, bad_group.stderr
+    assert "pipeline.yaml:3:" in bad_group.stderr and "htjobs.accounting_group" in bad_group.stderr, bad_group.stderr
+
+    bad_limit = _validate(local_site, tmp_path, _pipeline("group_ml", '"licence:two"'))
+    assert bad_limit.returncode == 2 and "Traceback" not in bad_limit.stderr, bad_limit.stderr
+    assert "pipeline.yaml:8:" in bad_limit.stderr and "concurrency_limits" in bad_limit.stderr, bad_limit.stderr
+
+    # another engine hears of the field where a step sets it, and only there (an empty default is not set)
+    elsewhere = _validate(local_site, tmp_path, _pipeline("g", "l"), engine="local")
+    assert elsewhere.returncode == 0 and "ignores concurrency_limits" in elsewhere.stderr, elsewhere.stderr
+    unset = _pipeline("g", "l").replace("    concurrency_limits: [l]\n", "")
+    assert "concurrency_limits" not in unset
+    quiet = _validate(local_site, tmp_path, unset, engine="local")
+    assert quiet.returncode == 0 and "ignores" not in quiet.stderr, quiet.stderr
+
+    unknown = _validate(local_site, tmp_path, _pipeline("g", "l").replace("accounting_group", "acct"))
+    assert unknown.returncode == 2 and "pipeline.yaml:3:" in unknown.stderr, unknown.stderr
+
+
+# --- on the real pool ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def htjobs(condor_pool: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, str]]:
+    site = plugin.install_source(plugin.HTJOBS_SOURCE, condor_pool.work / f"htjobs-site-{os.getpid()}-own")
+    return condor_pool, {"PYTHONPATH": str(site)}
+
+
+def _journal(workdir: Path) -> list[dict[str, Any]]:
+    (journal,) = (workdir / ".dagflow" / "runs").glob("*/journal.jsonl")
+    return [json.loads(line) for line in journal.read_text().splitlines()]
+
+
+@pytest.mark.cluster
+def test_a_driver_killed_between_a_submission_and_its_journal_line_is_continued_without_a_second_job(
+    htjobs: tuple[Any, dict[str, str]],
+) -> None:
+    """The executor holds a job the journal does not name: the next plain run finds it by its key, adopts it
+    and journals its start; the node runs once."""
+    pool, env = htjobs
+    workdir = pool.workdir("htjobs-crash")
+    (workdir / "pipeline.yaml").write_text(
+        f"""name: crash
+steps:
+  only: {{command: [sh, -c, "echo ran >> {workdir}/ran; sleep 3"], resources: {SMALL}}}
+"""
+    )
+    pool.give(workdir)
+    args = ["run", "--engine", plugin.HTJOBS, "pipeline.yaml"]
+    killed = pool.dagflow(args, cwd=workdir, check=False, env={**env, "DAGFLOW_TEST_KILL_AFTER_SUBMIT": "1"})
+    assert killed.returncode in (-9, 137), killed.stderr  # SIGKILL (137: as runuser passes it on)
+    assert [event["e"] for event in _journal(workdir)] == ["run"]  # the job was submitted, not journaled
+
+    again = pool.dagflow(args, cwd=workdir, check=False, env=env, timeout=CLI_TIMEOUT_S)
+    assert again.returncode == 0, again.stderr
+    assert "continuing that run" in again.stderr, again.stderr
+    pool.wait_until(lambda: (workdir / "ran").exists(), "the node's output")
+    assert (workdir / "ran").read_text() == "ran\n"
+    starts = [event for event in _journal(workdir) if event["e"] == "start"]
+    assert [(event["n"], event["a"]) for event in starts] == [("only", 1)]
+
+
+@pytest.mark.cluster
+def test_quotes_in_commands_and_environments_reach_the_job_as_written_and_add_no_submit_command(
+    htjobs: tuple[Any, dict[str, str]],
+) -> None:
+    pool, env = htjobs
+    workdir = pool.workdir("htjobs-quotes")
+    (workdir / "pipeline.yaml").write_text(
+        f"""name: quotes
+steps:
+  quoted:
+    command: [sh, -c, "printf '%s|%s' \\"$0\\" \\"$TRICKY\\" > said", "it's \\"x\\" = 1"]
+    env: {{TRICKY: "a'b \\"c\\" queue 5"}}
+    resources: {SMALL}
+"""
+    )
+    pool.give(workdir)
+    done = pool.dagflow(["run", "--engine", plugin.HTJOBS, "pipeline.yaml", "--json"], cwd=workdir, check=False,
+                        env=env, timeout=CLI_TIMEOUT_S)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (workdir / "said").read_text() == "it's \"x\" = 1|a'b \"c\" queue 5"
+    run_id = json.loads(done.stdout.splitlines()[-1])["run_id"]
+    jobs = pool.run(["condor_history", "-constraint", f'DagflowRunId == "{run_id}"', "-af", "DagflowNode"]).stdout
+    assert jobs.split() == ["quoted"]  # one job: "queue 5" stayed inside the value
