@@ -77,6 +77,8 @@ def install_plugin(root: Path, pyproject: str = PYPROJECT, modules: dict[str, st
 
 HTJOBS = "htjobs"  # the job executor of tests/plugins/htjobs: each node one HTCondor job, no DAGMan
 HTJOBS_SOURCE = Path(__file__).resolve().parent / "plugins" / "htjobs"
+PROCJOBS = "procjobs"  # the job executor of tests/plugins/procjobs: each node a detached process here
+PROCJOBS_SOURCE = Path(__file__).resolve().parent / "plugins" / "procjobs"
 
 
 def install_source(source: Path, site: Path) -> Path:

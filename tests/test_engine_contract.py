@@ -162,12 +162,30 @@ ENGINES = [
     # a job executor installed from outside dagflow (tests/plugins/htjobs): each node one HTCondor job through
     # the schedd, no DAGMan, driven by dagflow's own DAG scheduler (dagflow/engines/jobs/)
     pytest.param(plugin.HTJOBS, id="htjobs", marks=[pytest.mark.cluster, pytest.mark.condor_pool]),
+    # the smallest job executor (tests/plugins/procjobs: each node a detached process here), so the fast subset
+    # holds dagflow's scheduler to the contract without a pool
+    pytest.param(plugin.PROCJOBS, id="procjobs"),
 ]
 
 
 @pytest.fixture(scope="session")
 def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return plugin.install_plugin(tmp_path_factory.mktemp("plugin"))
+
+
+@pytest.fixture(scope="session")
+def procjobs_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return plugin.install_source(plugin.PROCJOBS_SOURCE, tmp_path_factory.mktemp("procjobs") / "site")
+
+
+def _procjobs_view(workdir: Path, run_id: str, node: str) -> str | None:
+    """The executor's own record: a job directory with a live wrapper and no exit code is running."""
+    running = None
+    for job_dir in (workdir / ".dagflow" / "runs" / run_id / "procjobs").glob(f"{node}.*"):
+        pid = job_dir / "pid"
+        if pid.exists() and not (job_dir / "rc").exists() and _alive(int(pid.read_text())):
+            running = "running"
+    return running
 
 
 @pytest.fixture(scope="session")
@@ -197,10 +215,12 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
     if name == "sge":
         request.getfixturevalue("sge_cluster")
         return _plain_engine(name, tmp_path, _sge_view)
-    if name == plugin.NAME:
-        env = plugin.plugin_env(request.getfixturevalue("plugin_site"))
+    if name in (plugin.NAME, plugin.PROCJOBS):
+        site = request.getfixturevalue("plugin_site" if name == plugin.NAME else "procjobs_site")
+        env = plugin.plugin_env(site)
         return _plain_engine(
-            name, tmp_path, _local_view, lambda args, cwd: _local_cli(args, cwd, env),
+            name, tmp_path, _local_view if name == plugin.NAME else _procjobs_view,
+            lambda args, cwd: _local_cli(args, cwd, env),
             lambda args, cwd: _local_spawn(args, cwd, env), lambda args: _local_argv(args, env), env,
         )  # fmt: skip
     pool = request.getfixturevalue("condor_pool")
@@ -231,8 +251,9 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
 def test_every_registered_builtin_engine_is_covered() -> None:
     covered = {param.values[0] for param in ENGINES}
     assert set(engine_names()) <= covered, "a registered engine has no contract coverage"
-    assert {"local", "condor", "slurm", "sge", plugin.NAME, plugin.HTJOBS} <= covered
-    for name in covered - {plugin.NAME, plugin.HTJOBS}:  # plugins are installed for the tests that run them
+    assert {"local", "condor", "slurm", "sge", plugin.NAME, plugin.HTJOBS, plugin.PROCJOBS} <= covered
+    plugins = {plugin.NAME, plugin.HTJOBS, plugin.PROCJOBS}  # installed for the tests that run them, not here
+    for name in covered - plugins:
         assert engine_class(name).name == name
 
 
@@ -626,7 +647,7 @@ def test_a_rerun_after_kill_9_of_dagflow_at_a_random_moment_never_runs_a_live_no
         _go(engine, workdir, "us", "br")
     assert rerun is not None
     if rerun.wait(timeout=WAIT_S) == 2:  # refused: the engine still drives the first run to its end
-        assert engine.name not in ("local", plugin.NAME, plugin.HTJOBS), (
+        assert engine.name not in ("local", plugin.NAME, plugin.HTJOBS, plugin.PROCJOBS), (
             f"seed {seed}: a cut-short run was not continued"
         )
     status = _ended(engine, workdir, run_id)

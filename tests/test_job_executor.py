@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,7 @@ def local_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return plugin.install_source(plugin.HTJOBS_SOURCE, tmp_path_factory.mktemp("htjobs") / "site")
 
 
-def _validate(
-    site: Path, workdir: Path, text: str, engine: str = plugin.HTJOBS
-) -> subprocess.CompletedProcess[str]:
+def _validate(site: Path, workdir: Path, text: str, engine: str = plugin.HTJOBS) -> subprocess.CompletedProcess[str]:
     (workdir / "pipeline.yaml").write_text(text)
     env = plugin.plugin_env(site)
     return subprocess.run(
@@ -138,7 +137,109 @@ steps:
     done = pool.dagflow(["run", "--engine", plugin.HTJOBS, "pipeline.yaml", "--json"], cwd=workdir, check=False,
                         env=env, timeout=CLI_TIMEOUT_S)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert (workdir / "said").read_text() == "it's \"x\" = 1|a'b \"c\" queue 5"
+    assert (workdir / "said").read_text() == 'it\'s "x" = 1|a\'b "c" queue 5'
     run_id = json.loads(done.stdout.splitlines()[-1])["run_id"]
     jobs = pool.run(["condor_history", "-constraint", f'DagflowRunId == "{run_id}"', "-af", "DagflowNode"]).stdout
     assert jobs.split() == ["quoted"]  # one job: "queue 5" stayed inside the value
+
+
+# --- the scheduler's rules, through the smallest executor (tests/plugins/procjobs: detached processes here) -----
+
+
+@pytest.fixture(scope="session")
+def procjobs_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return plugin.install_source(plugin.PROCJOBS_SOURCE, tmp_path_factory.mktemp("procjobs-own") / "site")
+
+
+def _procjobs(site: Path, workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dagflow", *args], cwd=workdir, capture_output=True, text=True, check=False,
+        env={**plugin.plugin_env(site), **env}, timeout=CLI_TIMEOUT_S,
+    )  # fmt: skip
+
+
+def _status(site: Path, workdir: Path) -> dict[str, Any]:
+    done = _procjobs(site, workdir, "status", "--json")
+    return {node["node"]: node for node in json.loads(done.stdout)["nodes"]}
+
+
+def test_a_timed_out_job_is_cancelled_and_retried_as_its_step_says(procjobs_site: Path, tmp_path: Path) -> None:
+    nap = f"sleep 5{time.monotonic_ns() % 10**6:06d}"  # a command line no other test runs
+    (tmp_path / "pipeline.yaml").write_text(
+        f"""name: timeouts
+steps:
+  slow: {{command: [sh, -c, "echo ran >> ran; {nap}"], timeout: 1s, retries: 1}}
+"""
+    )
+    done = _procjobs(procjobs_site, tmp_path, "run", "--engine", plugin.PROCJOBS, "pipeline.yaml")
+    assert done.returncode == 1, done.stderr
+    slow = _status(procjobs_site, tmp_path)["slow"]
+    assert (slow["state"], slow["attempts"]) == ("failed", 2), slow
+    assert "timed out after 1s" in slow["why"], slow
+    assert (tmp_path / "ran").read_text() == "ran\nran\n"
+    left = subprocess.run(["pgrep", "-f", nap], capture_output=True, text=True, check=False).stdout
+    assert left == "", f"the timed-out job still runs: {left}"
+
+
+def test_a_checkpointing_node_restarts_from_its_checkpoint_until_it_finishes(
+    procjobs_site: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "pipeline.yaml").write_text(
+        """name: checkpoints
+steps:
+  train:
+    command: [sh, -c, "echo x >> epochs; test $(wc -l < epochs) -ge 3 || exit 85"]
+    checkpoint: {files: [epochs], exit_code: 85, max_restarts: 5}
+"""
+    )
+    done = _procjobs(procjobs_site, tmp_path, "run", "--engine", plugin.PROCJOBS, "pipeline.yaml")
+    assert done.returncode == 0, done.stderr
+    train = _status(procjobs_site, tmp_path)["train"]
+    assert (train["state"], train["attempts"]) == ("succeeded", 1), train  # restarts are the same attempt
+    assert (tmp_path / "epochs").read_text() == "x\nx\nx\n"
+
+
+def test_an_unchanged_node_is_served_from_the_cache_and_an_edited_one_never(
+    procjobs_site: Path, tmp_path: Path
+) -> None:
+    pipeline = """name: cached
+steps:
+  prep: {command: [sh, -c, "echo ran >> ran.prep; echo @V@ > data"], outputs: [data]}
+  train: {command: [sh, -c, "echo ran >> ran.train; cat data > model"], needs: [prep], inputs: [data], outputs: [model]}
+"""
+    (tmp_path / "pipeline.yaml").write_text(pipeline.replace("@V@", "v1"))
+    args = ("run", "--engine", plugin.PROCJOBS, "pipeline.yaml")
+    assert _procjobs(procjobs_site, tmp_path, *args).returncode == 0
+    again = _procjobs(procjobs_site, tmp_path, *args)
+    assert again.returncode == 0, again.stderr
+    assert {name: node["state"] for name, node in _status(procjobs_site, tmp_path).items()} == {
+        "prep": "cached", "train": "cached",
+    }  # fmt: skip
+    (tmp_path / "pipeline.yaml").write_text(pipeline.replace("@V@", "v2"))
+    edited = _procjobs(procjobs_site, tmp_path, *args)
+    assert edited.returncode == 0, edited.stderr
+    assert (tmp_path / "model").read_text() == "v2\n"
+    assert (tmp_path / "ran.prep").read_text().count("ran") == 2
+    assert (tmp_path / "ran.train").read_text().count("ran") == 2
+
+
+def test_a_driver_killed_right_after_a_submission_leaves_a_job_the_next_run_adopts(
+    procjobs_site: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "pipeline.yaml").write_text(
+        """name: crash
+steps:
+  only: {command: [sh, -c, "echo ran >> ran; sleep 1"]}
+  after: {command: [sh, -c, "echo ran >> ran.after"], needs: [only]}
+"""
+    )
+    args = ("run", "--engine", plugin.PROCJOBS, "pipeline.yaml")
+    killed = _procjobs(procjobs_site, tmp_path, *args, DAGFLOW_TEST_KILL_AFTER_SUBMIT="1")
+    assert killed.returncode == -9, killed.stderr
+    assert [event["e"] for event in _journal(tmp_path)] == ["run"]
+    again = _procjobs(procjobs_site, tmp_path, *args)
+    assert again.returncode == 0, again.stderr
+    assert "continuing that run" in again.stderr, again.stderr
+    assert (tmp_path / "ran").read_text() == "ran\n" and (tmp_path / "ran.after").read_text() == "ran\n"
+    starts = [(event["n"], event["a"]) for event in _journal(tmp_path) if event["e"] == "start"]
+    assert starts == [("only", 1), ("after", 1)]

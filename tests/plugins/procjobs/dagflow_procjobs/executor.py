@@ -1,0 +1,76 @@
+"""run_job, check_active and cancel_jobs for detached processes: a job is the directory
+<run dir>/procjobs/<node>.<attempt> (its key, as a path), holding the wrapper's pid and, once it ended, rc."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from dagflow.engines.jobs.executor import JobExecutor
+from dagflow.engines.jobs.job import ACTIVE, ENDED, UNKNOWN, Job, JobState
+
+_WRAPPER = Path(__file__).with_name("wrap.py")
+
+
+class ProcJobs(JobExecutor):
+    name: ClassVar[str] = "procjobs"
+    summary: ClassVar[str] = "each node a detached process on this machine"
+    honours: ClassVar[frozenset[str]] = frozenset({"priority", "timeout"})
+    poll_s: ClassVar[float] = 0.2
+
+    def run_job(self, job: Job) -> str:
+        where = _job_dir(job)
+        where.mkdir(parents=True)  # before the process: a driver killed after this finds the job
+        with open(job.stdout, "ab") as out, open(job.stderr, "ab") as err:
+            proc = subprocess.Popen(
+                [sys.executable, str(_WRAPPER), str(where), *job.argv], cwd=job.workdir, env={**os.environ, **job.env},
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+            )  # fmt: skip
+        (where / "pid").write_text(f"{proc.pid}\n")
+        return str(proc.pid)
+
+    def check_active(self, jobs: Sequence[Job]) -> dict[str, JobState]:
+        return {job.key: _state(_job_dir(job)) for job in jobs}
+
+    def cancel_jobs(self, jobs: Sequence[Job]) -> None:
+        for job in jobs:
+            pid = _pid(_job_dir(job))
+            if pid is not None and not (_job_dir(job) / "rc").exists():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGTERM)
+
+
+def _job_dir(job: Job) -> Path:
+    return Path(job.env["DAGFLOW_RUN_DIR"]) / "procjobs" / f"{job.node}.{job.attempt}"
+
+
+def _pid(where: Path) -> int | None:
+    try:
+        return int((where / "pid").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _state(where: Path) -> JobState:
+    if not where.is_dir():
+        return JobState(UNKNOWN)
+    try:
+        return JobState(ENDED, rc=int((where / "rc").read_text()))
+    except (OSError, ValueError):
+        pass
+    pid = _pid(where)
+    if pid is None:  # started this instant (the pid is written right after the process)
+        return JobState(ACTIVE)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return JobState(ENDED, why="its wrapper died before it recorded an exit code")
+    except PermissionError:
+        pass
+    return JobState(ACTIVE)
