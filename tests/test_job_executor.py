@@ -243,3 +243,24 @@ steps:
     assert (tmp_path / "ran").read_text() == "ran\n" and (tmp_path / "ran.after").read_text() == "ran\n"
     starts = [(event["n"], event["a"]) for event in _journal(tmp_path) if event["e"] == "start"]
     assert starts == [("only", 1), ("after", 1)]
+
+
+def test_a_resume_runs_again_a_finished_node_whose_input_was_edited_since(procjobs_site: Path, tmp_path: Path) -> None:
+    (tmp_path / "input.txt").write_text("v1\n")
+    (tmp_path / "pipeline.yaml").write_text(
+        """name: edited-input
+steps:
+  prep: {command: [sh, -c, "echo ran >> ran.prep; cat input.txt > data"], inputs: [input.txt], outputs: [data]}
+  train: {command: [sh, -c, "echo ran >> ran.train; test -f fixed && cat data > model"], needs: [prep], inputs: [data]}
+"""
+    )
+    first = _procjobs(procjobs_site, tmp_path, "run", "--engine", plugin.PROCJOBS, "pipeline.yaml", "--json")
+    assert first.returncode == 1, first.stderr
+    run_id = json.loads(first.stdout.splitlines()[-1])["run_id"]
+    (tmp_path / "input.txt").write_text("v2\n")
+    (tmp_path / "fixed").touch()
+    resumed = _procjobs(procjobs_site, tmp_path, "run", "--resume", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "changed since they ran" in resumed.stderr, resumed.stderr
+    assert (tmp_path / "model").read_text() == "v2\n"
+    assert (tmp_path / "ran.prep").read_text().count("ran") == 2

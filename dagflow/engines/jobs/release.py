@@ -7,6 +7,7 @@ scheduler, scheduler.py): which nodes become ready (Release), whether a failed a
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +17,17 @@ from types import FrameType
 from dagflow.engines.jobs.cache import NodeCache
 from dagflow.engines.jobs.graph import DagTracker
 from dagflow.plan import Plan, StepInfo
-from dagflow.run.journal import CACHED, CHECKPOINTED, INTERRUPTED, PENDING, RETRYING, JournalWriter, cached_event
+from dagflow.run.journal import (
+    CACHED,
+    CHECKPOINTED,
+    INTERRUPTED,
+    PENDING,
+    RETRYING,
+    JournalState,
+    JournalWriter,
+    cached_event,
+)
+from dagflow.run.layout import RunLayout
 from dagflow.run.reporting import Reporter
 from dagflow.run.result import Failure, RunResult
 
@@ -32,6 +43,51 @@ class Release:
     states: dict[str, str]
     keys: dict[str, str]
     forced: set[str]
+    forget: frozenset[str]  # finished nodes whose files were edited since they ran: they run again
+    layout: RunLayout
+
+    def _carry_done(self, prior: JournalState) -> set[str]:
+        """What of the run earlier drivers finished, and stays finished: not edited since (`forget`, which
+        they journal as re-planned), with their states and cache keys taken over."""
+        self.forget = self._edited_since(prior)
+        done = {name for name in prior.done() if name in self.plan.nodes and name not in self.forget}
+        for name in done:
+            record = prior.nodes[name]
+            self.states[name] = record.state
+            if record.key:
+                self.keys[name] = record.key
+        return done
+
+    def _edited_since(self, prior: JournalState) -> frozenset[str]:
+        """Finished nodes whose cache key changed since they ran (an edited script, config or input file),
+        and the finished nodes downstream of them: a resume runs them again rather than keep stale results."""
+        if self.cache is None:
+            return frozenset()
+        finished = prior.done()
+        edited: set[str] = set()
+        for name, node in self.plan.nodes.items():  # topological order: parents first
+            record = prior.nodes.get(name)
+            if name not in finished or record is None or not record.key:
+                continue
+            if any(parent in edited for parent in node.parents):
+                edited.add(name)
+                continue
+            keys = [self._recorded_key(prior, parent) for parent in node.parents]  # as _release gives them
+            if self.cache.key(self.plan, node, keys) != record.key:
+                edited.add(name)
+        if edited:
+            shown = ", ".join(sorted(edited)[:5]) + (", ..." if len(edited) > 5 else "")
+            print(
+                f"dagflow: {len(edited)} finished node(s) of run {self.layout.run_id} changed since they ran "
+                f"(a script, configuration or input file was edited): running them again: {shown}",
+                file=sys.stderr,
+            )
+        return frozenset(edited)
+
+    @staticmethod
+    def _recorded_key(prior: JournalState, name: str) -> str:
+        record = prior.nodes.get(name)
+        return (record.key if record is not None else None) or name
 
     def _forced_nodes(self, force: tuple[str, ...]) -> set[str]:
         """The nodes --force names (by node or step), and every node downstream of them."""

@@ -50,7 +50,6 @@ from dagflow.plan import Plan
 from dagflow.run.exits import describe_exit
 from dagflow.run.journal import (
     CHECKPOINTED,
-    DONE_STATES,
     FAILED,
     INTERRUPTED,
     RETRY,
@@ -63,6 +62,7 @@ from dagflow.run.journal import (
     end_event,
     finish_event,
     read_journal,
+    replan_event,
     run_event,
     start_event,
     upstream_failed_event,
@@ -117,6 +117,7 @@ class JobScheduler(Release, Driving):
         self.restarts: dict[str, int] = {}
         self.failures: list[Failure] = []
         self.cache: NodeCache | None = None
+        self.forget: frozenset[str] = frozenset()
         self._stop = threading.Event()
         self._stopping = False
 
@@ -157,12 +158,10 @@ class JobScheduler(Release, Driving):
             if name in plan.nodes:
                 self.attempts[name] = record.attempts + record.restarts  # jobs started (job.py unfinished_jobs)
                 self.restarts[name] = record.restarts
-        todo = set(self.work.todo)
-        done = {name for name in plan.nodes if name not in todo}
-        for name in done:
-            record = prior.nodes.get(name)
-            self.states[name] = record.state if record is not None and record.state in DONE_STATES else SUCCEEDED
+        done = self._carry_done(prior)
         self.journal.write(run_event(prior.runners > 0, pid=os.getpid()), durable=True)
+        if self.forget:
+            self.journal.write(replan_event(sorted(self.forget)), durable=True)
         adopted = self._adopt(prior, done)
         self.journal.flush()
         self.tracker = DagTracker(plan, done)
@@ -198,10 +197,16 @@ class JobScheduler(Release, Driving):
             self._cancel(stale)
         adopted: dict[str, JobState] = {}
         for name, (job, state) in found.items():
+            journaled = job.attempt <= self.attempts.get(name, 0)  # else a killed driver did not journal its start
+            self.attempts[name] = max(job.attempt, self.attempts.get(name, 0))  # a stale one's key is not reused
             if name in prior.replanned:
                 continue
-            journaled = job.attempt <= self.attempts.get(name, 0)  # else a killed driver did not journal its start
-            self.attempts[name] = job.attempt
+            node = self.plan.nodes[name]
+            if self.cache is not None:
+                self.keys[name] = self.cache.key(self.plan, node, [self.keys.get(up, up) for up in node.parents])
+            record = prior.nodes.get(name)
+            earlier = (record.attempts if record is not None else 0) - (1 if journaled else 0)
+            self.failed_tries[name] = max(0, earlier)  # the attempts before this one, each a failed try
             self.active[name] = Active(job, time.monotonic(), started_seen=journaled)
             self.states[name] = RUNNING
             if journaled:

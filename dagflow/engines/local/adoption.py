@@ -70,47 +70,10 @@ class Adoption:
                 f"dagflow: skipped {prior.bad_lines} malformed line(s) in {self.layout.journal_path}",
                 file=sys.stderr,
             )
-        self.forget = self._edited_since(prior)
-        done = {name for name in prior.done() if name in self.plan.nodes and name not in self.forget}
+        done = self._carry_done(prior)
         self.restarts = {name: record.restarts for name, record in prior.nodes.items() if record.restarts}
-        for name in done:
-            self.states[name] = prior.nodes[name].state
-            key = prior.nodes[name].key
-            if key:
-                self.keys[name] = key
         adopt, accept = self._recover(prior, done)
         return prior, done, adopt, accept
-
-    def _edited_since(self, prior: JournalState) -> frozenset[str]:
-        """Finished nodes whose cache key changed since they ran (an edited script, config or input file),
-        and the finished nodes downstream of them: a resume runs them again rather than keep stale results."""
-        if self.cache is None:
-            return frozenset()
-        finished = prior.done()
-        edited: set[str] = set()
-        for name, node in self.plan.nodes.items():  # topological order: parents first
-            record = prior.nodes.get(name)
-            if name not in finished or record is None or not record.key:
-                continue
-            if any(parent in edited for parent in node.parents):
-                edited.add(name)
-                continue
-            keys = [self._recorded_key(prior, parent) for parent in node.parents]  # as _release gives them
-            if self.cache.key(self.plan, node, keys) != record.key:
-                edited.add(name)
-        if edited:
-            shown = ", ".join(sorted(edited)[:5]) + (", ..." if len(edited) > 5 else "")
-            print(
-                f"dagflow: {len(edited)} finished node(s) of run {self.layout.run_id} changed since they ran "
-                f"(a script, configuration or input file was edited): running them again: {shown}",
-                file=sys.stderr,
-            )
-        return frozenset(edited)
-
-    @staticmethod
-    def _recorded_key(prior: JournalState, name: str) -> str:
-        record = prior.nodes.get(name)
-        return (record.key if record is not None else None) or name
 
     def _recover(self, prior: JournalState, done: set[str]) -> tuple[dict[str, ProcEntry], dict[str, ProcEntry]]:
         """Sort the processes earlier runners started and did not journal as finished (recovery.py): still
