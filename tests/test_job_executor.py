@@ -264,3 +264,48 @@ steps:
     assert "changed since they ran" in resumed.stderr, resumed.stderr
     assert (tmp_path / "model").read_text() == "v2\n"
     assert (tmp_path / "ran.prep").read_text().count("ran") == 2
+
+
+def test_a_run_whose_driver_was_killed_shows_its_jobs_running_on_and_cancel_stops_and_journals_them(
+    procjobs_site: Path, tmp_path: Path
+) -> None:
+    nap = f"sleep 6{time.monotonic_ns() % 10**6:06d}"  # a command line no other test runs
+    (tmp_path / "pipeline.yaml").write_text(
+        f"""name: left
+steps:
+  long: {{command: [sh, -c, "echo ran >> ran; {nap}"]}}
+  after: {{command: [sh, -c, "echo ran >> ran.after"], needs: [long]}}
+"""
+    )
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "dagflow", "run", "--engine", plugin.PROCJOBS, "pipeline.yaml"], cwd=tmp_path,
+        env=plugin.plugin_env(procjobs_site), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + CLI_TIMEOUT_S
+        while not (tmp_path / "ran").exists():
+            assert driver.poll() is None and time.monotonic() < deadline, "long never started"
+            time.sleep(0.2)
+    finally:
+        os.killpg(driver.pid, 9)
+        driver.wait()
+    shown = _procjobs(procjobs_site, tmp_path, "status")
+    assert "its runner died: this machine still runs 1 node" in shown.stdout, shown.stdout
+    status = json.loads(_procjobs(procjobs_site, tmp_path, "status", "--json").stdout)
+    assert status["state"] == "stopped" and _states(status) == {"long": "running", "after": "pending"}, status
+
+    cancelled = _procjobs(procjobs_site, tmp_path, "cancel", status["run_id"], "--json")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout)["stopped"] == ["long"], cancelled.stdout
+    status = json.loads(_procjobs(procjobs_site, tmp_path, "status", "--json").stdout)
+    assert status["state"] == "interrupted" and _states(status) == {"long": "interrupted", "after": "pending"}
+    deadline = time.monotonic() + CLI_TIMEOUT_S
+    while subprocess.run(["pgrep", "-f", nap], capture_output=True, check=False).returncode == 0:
+        assert time.monotonic() < deadline, f"the cancelled `{nap}` still runs"
+        time.sleep(0.2)
+    assert (tmp_path / "ran").read_text() == "ran\n" and not (tmp_path / "ran.after").exists()
+
+
+def _states(status: dict[str, Any]) -> dict[str, str]:
+    return {node["node"]: node["state"] for node in status["nodes"]}

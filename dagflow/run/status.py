@@ -39,6 +39,7 @@ from dagflow.run.observed import read_observed
 from dagflow.run.promotions import promotion_nodes, promotion_records
 from dagflow.run.step_table import StepRow, step_rows
 from dagflow.run.usage import NodeUsage, latest_by_node, read_usage, usage_dict
+from dagflow.text import plural
 
 # Run states: running (a runner holds the lock), succeeded | failed | interrupted (the last runner
 # finished so), not-started (prepared only), stopped (the last runner died without finishing: resume it).
@@ -165,6 +166,20 @@ class RunStatus:
         if self.journal.finished:
             return self.journal.finished
         return RUN_NOT_STARTED if self.journal.runners == 0 else RUN_STOPPED
+
+    def left_behind(self, nodes: dict[str, int | None], holder: str) -> None:
+        """Nodes that go on (None), or ended (their exit code), with no runner alive to journal them: what
+        `holder` ("its keeper", "HTCondor") still runs of a run whose runner died; shown, and said how to go on."""
+        if not nodes:
+            return
+        self.unjournaled = nodes
+        running = sum(1 for rc in nodes.values() if rc is None)
+        run_id = self.layout.run_id
+        self.notes.append(
+            f"its runner died: {holder} still runs {plural(running, 'node')}, {len(nodes) - running} ended since; "
+            f"`dagflow run --resume {run_id}` adopts them (so does the command that started it, given again); "
+            f"`dagflow cancel {run_id}` stops them"
+        )
 
     def record(self, node: str) -> NodeRecord:
         return self.journal.nodes.get(node) or NodeRecord()

@@ -42,10 +42,18 @@ from dagflow.engines.jobs.options import SCHEDULER_OPTIONS
 from dagflow.engines.jobs.scheduler import JobScheduler
 from dagflow.plan import Plan
 from dagflow.plan.graph import check_plan
-from dagflow.run.journal import ends_with_finish, read_journal
+from dagflow.run.journal import (
+    INTERRUPTED,
+    append_events,
+    end_event,
+    ends_with_finish,
+    finish_event,
+    read_journal,
+    start_event,
+)
 from dagflow.run.layout import RunLayout
 from dagflow.run.live_runs import Live, driven
-from dagflow.run.lock import holder_pid, is_locked
+from dagflow.run.lock import RunLock, RunLockedError, holder_pid, is_locked
 from dagflow.run.reports import Cancelled, Launched
 from dagflow.run.status import RunStatus, read_status
 
@@ -96,7 +104,14 @@ class JobExecutor(EngineBase):
         wait_for_driver(RunLayout.from_run_dir(run_dir))
 
     def read_status(self, layout: RunLayout) -> RunStatus:
-        return read_status(layout)
+        """The run directory's status; a run whose driver died shows the jobs it left as they are now."""
+        status = read_status(layout)
+        if not status.runner_alive and not status.journal.finished and status.journal.runners:
+            found = {name: state for name, (_, state) in self.left_behind(layout).items()}
+            codes = {name: None if state.state != ENDED else -1 if state.rc is None else state.rc
+                     for name, state in found.items()}  # fmt: skip
+            status.left_behind(codes, self.system or "this machine")
+        return status
 
     def live(self, layout: RunLayout) -> Live | None:
         """A driver holding the run's lock drives it; without one, the jobs the executor still runs (or that
@@ -112,18 +127,40 @@ class JobExecutor(EngineBase):
         return Live(running, frozenset(found) - running)
 
     def cancel(self, run_dir: Path) -> Cancelled | None:
-        """Signal the run's driver (it cancels the jobs: None); with none (it was killed), cancel the jobs it
-        left running."""
+        """Signal the run's driver (it cancels the jobs and journals them: None); with none (it was killed),
+        cancel the jobs it left running and journal them interrupted, holding the run's lock so that no driver
+        starts meanwhile. A job that ended unrecorded is left for a resume to take."""
         layout = RunLayout.from_run_dir(run_dir)
-        pid = holder_pid(layout.lock_path) if is_locked(layout.lock_path) else None
-        if pid is not None:
-            os.kill(pid, signal.SIGTERM)
+        lock = RunLock(layout.lock_path)
+        try:
+            if is_locked(layout.lock_path):  # asked first: taking a live driver's lock waits out a grace
+                raise RunLockedError(layout.run_id)
+            lock.acquire()
+        except RunLockedError:
+            pid = holder_pid(layout.lock_path)
+            if pid is not None:
+                os.kill(pid, signal.SIGTERM)
             return None
-        found = self.left_behind(layout)
-        jobs = [job for job, state in found.values() if state.state != ENDED]
-        if jobs:
-            self.cancel_jobs(jobs)
-        stopped = sorted(job.node for job in jobs)
+        try:
+            found = self.left_behind(layout)
+            live = [job for job, state in found.values() if state.state != ENDED]
+            if live:
+                self.cancel_jobs(live)
+                journal = read_journal(layout.journal_path)
+                events = []
+                for job in live:
+                    record = journal.nodes.get(job.node)
+                    if record is None or job.attempt > record.attempts + record.restarts:  # never journaled
+                        events.append(start_event(job.node, job.attempt))
+                    events.append(
+                        end_event(job.node, INTERRUPTED, attempt=job.attempt, why="stopped by dagflow cancel")
+                    )
+                if len(live) == len(found):
+                    events.append(finish_event(INTERRUPTED))
+                append_events(layout.journal_path, events)
+        finally:
+            lock.release()
+        stopped = sorted(job.node for job in live)
         return Cancelled({"stopped": stopped}, stopped=tuple(stopped))
 
     def left_behind(self, layout: RunLayout) -> dict[str, tuple[Job, JobState]]:

@@ -38,7 +38,6 @@ from dagflow.run.lock import holder_pid, is_locked
 from dagflow.run.reports import Cancelled, Launched
 from dagflow.run.result import RunResult
 from dagflow.run.status import RunStatus, read_status
-from dagflow.text import plural
 
 if TYPE_CHECKING:
     from dagflow.run.reporting import Reporter
@@ -138,15 +137,7 @@ class LocalEngine(EngineBase):
             status.notes.append(smoke_test)
             status.extra["gpus"] = CPU_ONLY
         if not status.runner_alive and not status.journal.finished:
-            status.unjournaled = unjournaled_nodes(layout)
-            running = sum(1 for rc in status.unjournaled.values() if rc is None)
-            if status.unjournaled:
-                status.notes.append(
-                    f"its runner died: its keeper still runs {plural(running, 'node')}, "
-                    f"{len(status.unjournaled) - running} ended since; `dagflow run --resume {layout.run_id}` "
-                    "adopts them (so does the command that started it, given again); "
-                    f"`dagflow cancel {layout.run_id}` stops them"
-                )
+            status.left_behind(unjournaled_nodes(layout), "its keeper")
         return status
 
     def live(self, layout: RunLayout) -> Live | None:
