@@ -16,6 +16,7 @@ from typing import Any
 
 import engine_plugin as plugin
 import pytest
+from test_local_faults import small_disk  # noqa: F401  # the fixture
 
 CLI_TIMEOUT_S = 900.0
 SMALL = "{memory: 64MB, disk: 10MB}"
@@ -309,3 +310,31 @@ steps:
 
 def _states(status: dict[str, Any]) -> dict[str, str]:
     return {node["node"]: node["state"] for node in status["nodes"]}
+
+
+def test_a_full_disk_stops_the_driver_in_one_line_and_a_resume_finishes(
+    procjobs_site: Path,
+    tmp_path: Path,
+    small_disk: Path,  # noqa: F811
+) -> None:
+    runs = small_disk / "runs"
+    # `fill` fills the run directory's filesystem (once); what the nodes after it write there no longer fits
+    fill = f"test -f filled && exit 0; touch filled; cat /dev/zero > {small_disk}/filler 2>/dev/null; exit 0"
+    after = "".join(f"  n{i}: {{command: [sh, -c, 'echo n{i} >> ran.log'], needs: [fill]}}\n" for i in range(30))
+    (tmp_path / "pipeline.yaml").write_text(f'name: full\nsteps:\n  fill: {{command: [sh, -c, "{fill}"]}}\n{after}')
+    args = ("--runs-dir", str(runs), "--no-cache")
+    stopped = _procjobs(
+        procjobs_site, tmp_path, "run", "--engine", plugin.PROCJOBS, "pipeline.yaml", "--run-id", "full", *args
+    )
+    assert stopped.returncode == 2, stopped.stdout + stopped.stderr
+    errors = [line for line in stopped.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and "--resume full" in errors[0], errors
+    assert f"cannot write under {runs}" in errors[0], errors  # the run directory's disk, said as such
+    assert (runs / "full" / "journal.jsonl").read_bytes().endswith(b"\n"), "no torn last line"
+
+    (small_disk / "filler").unlink()
+    resumed = _procjobs(procjobs_site, tmp_path, "run", "--resume", "full", *args)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    status = json.loads(_procjobs(procjobs_site, tmp_path, "status", "full", "--runs-dir", str(runs), "--json").stdout)
+    assert status["counts"] == {"succeeded": 31}
+    assert sorted((tmp_path / "ran.log").read_text().split()) == sorted(f"n{i}" for i in range(30))

@@ -58,6 +58,23 @@ class RunExistsError(DagflowError):
 class RunStorageError(DagflowError):
     """A run's directory cannot be written (a full disk): nothing more is started; resume when there is room."""
 
+    @classmethod
+    def stopped(cls, layout: RunLayout, error: OSError, left_running: int) -> RunStorageError:
+        """What a runner that stopped for a full disk says, its running nodes left for a resume to adopt."""
+        run_id = layout.run_id
+        left = f"; {left_running} running node(s) left running" if left_running else ""
+        return cls(
+            f"run {run_id} stopped: cannot write under {layout.runs_dir}: {error.strerror or error}{left}; "
+            f"free some space, then `dagflow run --resume {run_id}`"
+        )
+
+
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # the errors of a full disk (or quota, or size limit)
+
+
+def disk_full(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in DISK_FULL
+
 
 @dataclass(frozen=True, slots=True)
 class Work:
@@ -156,7 +173,7 @@ class RunSession:
         try:
             layout.create(plan, engine=self.engine.name)
         except OSError as error:
-            if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            if not disk_full(error):
                 raise
             raise RunStorageError(
                 f"cannot create run {plan.run_id} under {layout.runs_dir}: {error.strerror}"

@@ -71,7 +71,7 @@ from dagflow.run.layout import RunLayout
 from dagflow.run.lock import RunLock
 from dagflow.run.reporting import Reporter, RunInfo
 from dagflow.run.result import RUN_FAILED, RUN_INTERRUPTED, RUN_SUCCEEDED, Failure, RunResult
-from dagflow.run.session import Work
+from dagflow.run.session import RunStorageError, Work, disk_full
 
 T = TypeVar("T")
 # A test's crash point (tests/test_job_executor.py): the driver SIGKILLs itself after a submission and before its
@@ -129,9 +129,18 @@ class JobScheduler(Release, Driving):
         lock.acquire()
         restore = self._install_signal_handlers(self.handle_signals)
         try:
-            self.journal = JournalWriter(self.layout.journal_path)
+            try:
+                self.journal = JournalWriter(self.layout.journal_path)
+            except OSError as error:
+                if not disk_full(error):
+                    raise
+                raise RunStorageError.stopped(self.layout, error, 0) from None
             try:
                 return self._run()
+            except OSError as error:  # the run directory's disk is full: the jobs run on, a resume adopts them
+                if not disk_full(error):
+                    raise
+                raise RunStorageError.stopped(self.layout, error, len(self.active)) from None
             finally:
                 with contextlib.suppress(OSError):
                     self.journal.close()
@@ -301,12 +310,19 @@ class JobScheduler(Release, Driving):
             return call(*args)
         except DagflowError:
             raise
+        except OSError as error:
+            if disk_full(error):  # the executor's own files, in the run directory: the same full disk
+                raise
+            raise self._failed(what, error) from None
         except Exception as error:
-            run_id = self.layout.run_id
-            raise ExecutorError(
-                f"run {run_id} stopped: the executor could not {what}: {type(error).__name__}: {error}; the jobs "
-                f"it started run on, and `dagflow run --resume {run_id}` takes them over"
-            ) from None
+            raise self._failed(what, error) from None
+
+    def _failed(self, what: str, error: Exception) -> ExecutorError:
+        run_id = self.layout.run_id
+        return ExecutorError(
+            f"run {run_id} stopped: the executor could not {what}: {type(error).__name__}: {error}; the jobs "
+            f"it started run on, and `dagflow run --resume {run_id}` takes them over"
+        )
 
     # --- what an end means ------------------------------------------------------------------------------
 

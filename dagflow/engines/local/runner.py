@@ -34,7 +34,6 @@ RunStorageError: the journal's torn line is cut off again, nodes that run are le
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import selectors
 import signal
@@ -68,14 +67,13 @@ from dagflow.run.layout import RunLayout
 from dagflow.run.lock import RunLock
 from dagflow.run.reporting import Reporter, RunInfo
 from dagflow.run.result import Failure, RunResult
-from dagflow.run.session import RunStorageError
+from dagflow.run.session import RunStorageError, disk_full
 
 __all__ = ["KeeperLostError", "LocalRunner", "RunStorageError"]
 
 _FALLBACK_POLL_S = 0.02  # adopted nodes without pidfds (not Linux) are watched by polling at this interval
 _LONGEST_WAIT_S = 86400.0  # epoll refuses waits past INT_MAX ms (24.8 days): a long timeout wakes daily
 STOP_CHANNEL = object()  # the selector's data for the stop channel's descriptor
-_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 class LocalRunner(ReadyQueue, Adoption, Outcomes, Driving):
@@ -142,7 +140,7 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes, Driving):
         except BaseException as error:
             self._close_wake_pipe()
             lock.release()
-            if isinstance(error, OSError) and error.errno in _DISK_FULL:
+            if disk_full(error):
                 raise self._stop_for_storage(error) from None
             raise
         restore = self._install_signal_handlers(self.options.handle_signals)
@@ -168,7 +166,7 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes, Driving):
             self.reaper.contain(self._keeper_pid)  # before any node starts: each is born in the run's cgroup
             return self._run()
         except OSError as error:
-            if error.errno not in _DISK_FULL:
+            if not disk_full(error):
                 raise
             raise self._stop_for_storage(error) from None
         finally:
@@ -180,13 +178,8 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes, Driving):
 
     def _stop_for_storage(self, error: OSError) -> RunStorageError:
         self._leave_running = True
-        run_id = self.layout.run_id
         started = sum(1 for running in self.running.values() if running.leader is None)
-        left = f"; {started} running node(s) left running" if started else ""
-        return RunStorageError(
-            f"run {run_id} stopped: cannot write under {self.layout.runs_dir}: {error.strerror or error}{left}; "
-            f"free some space, then `dagflow run --resume {run_id}`"
-        )
+        return RunStorageError.stopped(self.layout, error, started)
 
     def _shut_down(self) -> None:
         """Close everything; after an unexpected error, kill what still runs."""

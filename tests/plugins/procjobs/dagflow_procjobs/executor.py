@@ -1,10 +1,15 @@
 """run_job, check_active and cancel_jobs for detached processes: a job is the directory
-<run dir>/procjobs/<node>.<attempt> (its key, as a path), holding the wrapper's pid and, once it ended, rc."""
+<run dir>/procjobs/<node>.<attempt> (its key, as a path), holding the wrapper's pid and, once it ended, rc.
+
+The directory is made under another name and renamed once the wrapper is started and its pid written; the
+wrapper runs the node only once it sees its own pid there. So a driver killed (or a disk filled) at any
+moment leaves either a job every later driver finds, or none, never a node that runs unseen."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,18 +26,23 @@ _WRAPPER = Path(__file__).with_name("wrap.py")
 class ProcJobs(JobExecutor):
     name: ClassVar[str] = "procjobs"
     summary: ClassVar[str] = "each node a detached process on this machine"
+    system: ClassVar[str] = "this machine"
     honours: ClassVar[frozenset[str]] = frozenset({"priority", "timeout"})
     poll_s: ClassVar[float] = 0.2
 
     def run_job(self, job: Job) -> str:
         where = _job_dir(job)
-        where.mkdir(parents=True)  # before the process: a driver killed after this finds the job
+        pending = where.with_name(where.name + ".new")  # renamed to `where` once it is started: the commit
+        shutil.rmtree(pending, ignore_errors=True)  # a start cut short (its wrapper gives up without running)
+        pending.mkdir(parents=True)
+        (pending / "rc.tmp").write_text(" " * 16)  # its exit code's room, taken now: a full disk cannot lose it
         with open(job.stdout, "ab") as out, open(job.stderr, "ab") as err:
             proc = subprocess.Popen(
                 [sys.executable, str(_WRAPPER), str(where), *job.argv], cwd=job.workdir, env={**os.environ, **job.env},
                 stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
             )  # fmt: skip
-        (where / "pid").write_text(f"{proc.pid}\n")
+        (pending / "pid").write_text(f"{proc.pid}\n")
+        pending.rename(where)
         return str(proc.pid)
 
     def check_active(self, jobs: Sequence[Job]) -> dict[str, JobState]:
@@ -65,12 +75,18 @@ def _state(where: Path) -> JobState:
     except (OSError, ValueError):
         pass
     pid = _pid(where)
-    if pid is None:  # started this instant (the pid is written right after the process)
-        return JobState(ACTIVE)
+    if pid is None:  # not a job's directory
+        return JobState(UNKNOWN)
+    lost = JobState(ENDED, why="its wrapper died before it recorded an exit code")
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:  # a wrapper this driver started, reaped now: it died
+            return lost
+    except ChildProcessError:  # started by another driver
+        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return JobState(ENDED, why="its wrapper died before it recorded an exit code")
+        return lost
     except PermissionError:
         pass
     return JobState(ACTIVE)
