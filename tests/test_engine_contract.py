@@ -124,9 +124,12 @@ def _sge_view(workdir: Path, run_id: str, node: str) -> str | None:
     return None
 
 
-def _condor_view(pool: Any) -> Callable[[Path, str, str], str | None]:
+def _condor_view(pool: Any, node_attribute: str = "DAGNodeName") -> Callable[[Path, str, str], str | None]:
+    """condor_q's JobStatus of the run's job of a node, which the job names in node_attribute (DAGMan's
+    DAGNodeName; the htjobs executor's DagflowNode)."""
+
     def view(workdir: Path, run_id: str, node: str) -> str | None:
-        constraint = f'DagflowRunId == "{run_id}" && DAGNodeName == "{node}"'
+        constraint = f'DagflowRunId == "{run_id}" && {node_attribute} == "{node}"'
         done = pool.run(["condor_q", "-constraint", constraint, "-af", "JobStatus"])
         codes = done.stdout.split()
         return _CONDOR_STATES.get(codes[0], f"JobStatus {codes[0]}") if codes else None
@@ -194,16 +197,6 @@ def htjobs_site(condor_pool: Any) -> Path:
     return plugin.install_source(plugin.HTJOBS_SOURCE, condor_pool.work / f"htjobs-site-{os.getpid()}")
 
 
-def _htjobs_view(pool: Any) -> Callable[[Path, str, str], str | None]:
-    def view(workdir: Path, run_id: str, node: str) -> str | None:
-        constraint = f'DagflowRunId == "{run_id}" && DagflowNode == "{node}"'
-        done = pool.run(["condor_q", "-constraint", constraint, "-af", "JobStatus"])
-        codes = done.stdout.split()
-        return _CONDOR_STATES.get(codes[0], f"JobStatus {codes[0]}") if codes else None
-
-    return view
-
-
 @pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
     name: str = request.param
@@ -231,7 +224,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
             pool.workdir,
             lambda args, cwd: pool.dagflow(args, cwd=cwd, check=False, timeout=CLI_TIMEOUT_S, env=extra),
             pool.give,
-            _htjobs_view(pool),
+            _condor_view(pool, "DagflowNode"),
             lambda args, cwd: _spawn(pool._as_user([sys.executable, "-m", "dagflow", *args], extra), cwd),
             lambda args: pool._as_user([sys.executable, "-m", "dagflow", *args], extra),
             {**os.environ, **pool.env, **extra},

@@ -20,12 +20,15 @@ from dagflow.plan import Plan, StepInfo
 from dagflow.run.journal import (
     CACHED,
     CHECKPOINTED,
+    FAILED,
     INTERRUPTED,
     PENDING,
     RETRYING,
+    UPSTREAM_FAILED,
     JournalState,
     JournalWriter,
     cached_event,
+    upstream_failed_event,
 )
 from dagflow.run.layout import RunLayout
 from dagflow.run.reporting import Reporter
@@ -45,6 +48,8 @@ class Release:
     forced: set[str]
     forget: frozenset[str]  # finished nodes whose files were edited since they ran: they run again
     layout: RunLayout
+    failed_tries: dict[str, int]  # failed attempts (what retries count)
+    failures: list[Failure]
 
     def _carry_done(self, prior: JournalState) -> set[str]:
         """What of the run earlier drivers finished, and stays finished: not edited since (`forget`, which
@@ -88,6 +93,18 @@ class Release:
     def _recorded_key(prior: JournalState, name: str) -> str:
         record = prior.nodes.get(name)
         return (record.key if record is not None else None) or name
+
+    def _failed_for_good(self, name: str, why: str) -> None:
+        """name failed with no try left: the run's failure, and its descendants blocked (journaled, reported)."""
+        self.states[name] = FAILED
+        tries = self.failed_tries.get(name, 0) + 1
+        self.failures.append(Failure(name, why, tries, self.layout.failure_log(name)))
+        blocked = self.tracker.failed(name)
+        if blocked:
+            for child in blocked:
+                self.states[child] = UPSTREAM_FAILED
+            self.journal.write(upstream_failed_event(blocked, name), durable=True)
+            self.reporter.nodes_blocked(blocked, name)
 
     def _forced_nodes(self, force: tuple[str, ...]) -> set[str]:
         """The nodes --force names (by node or step), and every node downstream of them."""

@@ -56,7 +56,6 @@ from dagflow.run.journal import (
     RETRYING,
     RUNNING,
     SUCCEEDED,
-    UPSTREAM_FAILED,
     JournalState,
     JournalWriter,
     end_event,
@@ -65,7 +64,6 @@ from dagflow.run.journal import (
     replan_event,
     run_event,
     start_event,
-    upstream_failed_event,
 )
 from dagflow.run.layout import RunLayout
 from dagflow.run.lock import RunLock
@@ -379,15 +377,7 @@ class JobScheduler(Release, Driving):
         elif state == INTERRUPTED:
             self.states[name] = INTERRUPTED
         else:
-            self.states[name] = FAILED
-            tries = self.failed_tries.get(name, 0) + 1
-            self.failures.append(Failure(name, why or describe_exit(rc), tries, self.layout.failure_log(name)))
-            blocked = self.tracker.failed(name)
-            if blocked:
-                for child in blocked:
-                    self.states[child] = UPSTREAM_FAILED
-                self.journal.write(upstream_failed_event(blocked, name), durable=True)
-                self.reporter.nodes_blocked(blocked, name)
+            self._failed_for_good(name, why or describe_exit(rc))
 
     def _result(self, t0: float, resumed_done: int) -> RunResult:
         state = RUN_INTERRUPTED if self._stopping else RUN_FAILED if self.failures else RUN_SUCCEEDED

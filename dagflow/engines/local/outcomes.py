@@ -31,12 +31,10 @@ from dagflow.run.journal import (
     RETRY,
     RETRYING,
     SUCCEEDED,
-    UPSTREAM_FAILED,
     JournalWriter,
     end_event,
     finish_event,
     start_event,
-    upstream_failed_event,
 )
 from dagflow.run.layout import RunLayout
 from dagflow.run.reporting import Reporter
@@ -70,6 +68,7 @@ class Outcomes:
     _add_timer: Callable[[float, str, str, int], None]  # Limits.add (limits.py)
     _free: Callable[[RunningNode], None]  # ready.py
     _release: Callable[[list[str]], None]  # ready.py
+    _failed_for_good: Callable[[str, str], None]  # jobs/release.py Release
     _run_result: Callable[[str, Path, str, float, int], RunResult]  # jobs/release.py Driving
 
     def _started(self, running: RunningNode, pid: int) -> None:
@@ -187,15 +186,7 @@ class Outcomes:
         elif state == INTERRUPTED:
             self.states[name] = INTERRUPTED
         else:
-            self.states[name] = FAILED
-            log = self.layout.failure_log(name)
-            self.failures.append(Failure(name, why or describe_exit(rc), self.failed_tries.get(name, 0) + 1, log))
-            blocked = self.tracker.failed(name)
-            if blocked:
-                for child in blocked:
-                    self.states[child] = UPSTREAM_FAILED
-                self.journal.write(upstream_failed_event(blocked, name), durable=True)
-                self.reporter.nodes_blocked(blocked, name)
+            self._failed_for_good(name, why or describe_exit(rc))
 
     def _commit(self, sync_now: bool = False) -> float | None:
         """Write what this turn decided: the cache entries of its successes, then the journal (which
