@@ -338,3 +338,30 @@ def test_a_full_disk_stops_the_driver_in_one_line_and_a_resume_finishes(
     status = json.loads(_procjobs(procjobs_site, tmp_path, "status", "full", "--runs-dir", str(runs), "--json").stdout)
     assert status["counts"] == {"succeeded": 31}
     assert sorted((tmp_path / "ran.log").read_text().split()) == sorted(f"n{i}" for i in range(30))
+
+
+def test_an_executor_that_does_not_answer_for_a_while_is_asked_again_and_one_that_never_does_stops_the_driver(
+    procjobs_site: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "pipeline.yaml").write_text(
+        """name: unreachable
+steps:
+  only: {command: [sh, -c, "echo ran >> ran; sleep 1"]}
+"""
+    )
+    args = ("run", "--engine", plugin.PROCJOBS, "pipeline.yaml")
+    flaky = _procjobs(procjobs_site, tmp_path, *args, PROCJOBS_UNREACHABLE_LOOKS="4")  # the first looks fail
+    assert flaky.returncode == 0, flaky.stderr
+    assert flaky.stderr.count("could not look at its jobs (ConnectionRefusedError") == 1, flaky.stderr
+    assert (tmp_path / "ran").read_text() == "ran\n"
+
+    (tmp_path / "pipeline.yaml").write_text((tmp_path / "pipeline.yaml").read_text().replace("sleep 1", "sleep 2"))
+    down = _procjobs(
+        procjobs_site, tmp_path, *args, PROCJOBS_DOWN_AFTER_LOOKS="2", PROCJOBS_LOOK_GRACE_S="0"
+    )  # fmt: skip
+    assert down.returncode == 2 and "Traceback" not in down.stderr, down.stderr
+    assert "the executor could not look at its jobs: ConnectionRefusedError" in down.stderr, down.stderr
+    again = _procjobs(procjobs_site, tmp_path, *args)  # the same command: it takes over the job left running
+    assert again.returncode == 0, again.stderr
+    assert "continuing that run" in again.stderr, again.stderr
+    assert (tmp_path / "ran").read_text() == "ran\nran\n"  # once for each of the two pipelines

@@ -18,8 +18,9 @@ check_active about each unfinished node's next attempt too, and adopts what it f
 runs in one job at a time, and a result the journal lacks is taken, not run again.
 
 An executor declares, beside the class attributes of engines/base.py (name, summary, options, honours,
-system): `poll_s`, seconds between two check_active calls, and `max_active`, how many jobs it keeps
-started at once. A problem with one job (a command the executor cannot express, a refused submission)
+system): `poll_s`, seconds between two check_active calls, `max_active`, how many jobs it keeps
+started at once, and `look_grace_s`, how long check_active may keep failing (its scheduler restarting)
+before the driver stops. A problem with one job (a command the executor cannot express, a refused submission)
 raises JobError: that attempt fails with its message; any other exception stops the run, its jobs running
 on for the next driver to adopt.
 """
@@ -69,6 +70,7 @@ class JobExecutor(EngineBase):
     options: ClassVar[tuple[EngineOption, ...]] = SCHEDULER_OPTIONS
     poll_s: ClassVar[float] = 1.0
     max_active: ClassVar[int] = 100
+    look_grace_s: ClassVar[float] = 300.0  # how long check_active may keep failing before the driver stops
 
     # --- what an executor writes ------------------------------------------------------------------------
 

@@ -110,6 +110,7 @@ class Executor(Protocol):
     system: str
     poll_s: float
     max_active: int
+    look_grace_s: float
     settings: dict[str, Any]
 
     def run_job(self, job: Job) -> str: ...

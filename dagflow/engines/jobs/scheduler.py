@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -117,6 +118,7 @@ class JobScheduler(Release, Driving):
         self.cache: NodeCache | None = None
         self.forget: frozenset[str] = frozenset()
         self._stop = threading.Event()
+        self._failing_since: float | None = None  # when the looks at the jobs began to fail, in a row
         self._stopping = False
 
     def request_stop(self, *_: object) -> None:
@@ -198,7 +200,13 @@ class JobScheduler(Release, Driving):
 
     def _adopt(self, prior: JournalState, done: set[str]) -> dict[str, JobState]:
         """Take over the jobs an earlier driver left (the module docstring): name -> what its job is now."""
-        found = known_jobs(self._check, unfinished_jobs(self.plan, self.layout, prior, done))
+        asked = unfinished_jobs(self.plan, self.layout, prior, done)
+        while (found := self._known(asked)) is None:  # nothing starts before the jobs left behind are known
+            if self._stop.wait(self.executor.poll_s):
+                raise ExecutorError(
+                    f"run {self.layout.run_id} stopped before it started anything: the executor never said which "
+                    "jobs an earlier runner left"
+                )
         stale = [job for name, (job, state) in found.items() if name in prior.replanned and state.state != ENDED]
         if stale:
             self._cancel(stale)
@@ -267,8 +275,39 @@ class JobScheduler(Release, Driving):
             self._cancel(overdue)
         if not self.active:
             return
-        states = self._check([active.job for active in self.active.values()])
-        self._observed({name: states.get(active.job.key, JobState(UNKNOWN)) for name, active in self.active.items()})
+        states = self._look_at([active.job for active in self.active.values()])
+        if states is not None:
+            self._observed(
+                {name: states.get(active.job.key, JobState(UNKNOWN)) for name, active in self.active.items()}
+            )
+
+    def _look_at(self, jobs: Sequence[Job]) -> dict[str, JobState] | None:
+        """check_active; None when it failed in a way the next look may not (its scheduler restarting): said
+        once, tried again each turn, and after the executor's look_grace_s of failing looks the driver stops
+        (its jobs run on for a resume to adopt)."""
+        try:
+            states = self.executor.check_active(jobs)
+        except DagflowError:
+            raise
+        except Exception as error:
+            if disk_full(error):
+                raise
+            self._look_failed(error)
+            return None
+        self._failing_since = None
+        return states
+
+    def _look_failed(self, error: Exception) -> None:
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+            print(
+                f"dagflow: run {self.layout.run_id}: the executor could not look at its jobs "
+                f"({type(error).__name__}: {error}); trying again for {self.executor.look_grace_s:.0f} s",
+                file=sys.stderr,
+            )
+        elif now - self._failing_since >= self.executor.look_grace_s:
+            raise self._failed("look at its jobs", error) from None
 
     def _observed(self, states: dict[str, JobState]) -> None:
         """What the executor said of active jobs, by node: starts seen, ends taken, lost jobs given up on."""
@@ -296,8 +335,10 @@ class JobScheduler(Release, Driving):
         if jobs:
             self._cancel(jobs)
 
-    def _check(self, jobs: Sequence[Job]) -> dict[str, JobState]:
-        return self._asked("look at its jobs", self.executor.check_active, jobs)
+    def _known(self, asked: Sequence[Job]) -> dict[str, tuple[Job, JobState]] | None:
+        """Of the jobs asked about, those the executor knows (job.py known_jobs); None: the look failed."""
+        states = self._look_at(asked) if asked else {}
+        return None if states is None else known_jobs(lambda _: states, asked)
 
     def _cancel(self, jobs: Sequence[Job]) -> None:
         self._asked("cancel jobs", self.executor.cancel_jobs, jobs)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from dagflow.engines.jobs.executor import JobExecutor
 from dagflow.engines.jobs.job import ACTIVE, ENDED, UNKNOWN, Job, JobState
@@ -29,6 +29,12 @@ class ProcJobs(JobExecutor):
     system: ClassVar[str] = "this machine"
     honours: ClassVar[frozenset[str]] = frozenset({"priority", "timeout"})
     poll_s: ClassVar[float] = 0.2
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unreachable = int(os.environ.get("PROCJOBS_UNREACHABLE_LOOKS", "0"))
+        self._answers = int(os.environ.get("PROCJOBS_DOWN_AFTER_LOOKS", "-1"))
+        self.look_grace_s = float(os.environ.get("PROCJOBS_LOOK_GRACE_S", type(self).look_grace_s))  # type: ignore[misc]
 
     def run_job(self, job: Job) -> str:
         where = _job_dir(job)
@@ -46,6 +52,11 @@ class ProcJobs(JobExecutor):
         return str(proc.pid)
 
     def check_active(self, jobs: Sequence[Job]) -> dict[str, JobState]:
+        # a test's stand-in for a scheduler that does not answer: for its first looks, or from a look on
+        if self._unreachable > 0 or self._answers == 0:
+            self._unreachable -= 1
+            raise ConnectionRefusedError("the stand-in scheduler is down")
+        self._answers -= 1
         return {job.key: _state(_job_dir(job)) for job in jobs}
 
     def cancel_jobs(self, jobs: Sequence[Job]) -> None:
