@@ -349,3 +349,14 @@ def test_python_in_a_command_is_the_interpreter_running_dagflow(tmp_path: Path) 
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "prefix.txt").read_text() == sys.prefix
+
+
+def test_a_detached_runner_runs_with_the_options_an_embedding_program_gave_the_engine(tmp_path: Path) -> None:
+    """An embedding program sets the engine's run_options; the runner `launch` detaches takes them as flags."""
+    plan = make_plan(tmp_path, [step("s")], [node("once", "s", "echo ran >> ran.log")], run_id="first")
+    assert run_local(plan, options(tmp_path)).states == {"once": "succeeded"}
+    again = make_plan(tmp_path, [step("s")], [node("once", "s", "echo ran >> ran.log")], run_id="second")
+    engine, run_dir, _ = submit_local(again, options(tmp_path, use_cache=False))  # --no-cache: not served cached
+    engine.wait(run_dir)
+    assert states(engine, run_dir) == {"once": "succeeded"}
+    assert lines(tmp_path / "ran.log") == ["ran", "ran"]

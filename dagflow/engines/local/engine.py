@@ -103,7 +103,12 @@ class LocalEngine(EngineBase):
         """A detached `dagflow run --resume` on the run (its session finds nothing more to re-plan)."""
         if work.resume:
             self._check_devices()  # before the detached runner starts: an error here, not in its log
-        return Launched(str(start_driver(layout, self.options, self.settings)), background=True)
+        options = self.run_options  # what a run here gets, which an embedding program may have replaced
+        given = {
+            "jobs": options.jobs, "gpus": options.gpus, "force": options.force, "no_cache": not options.use_cache,
+            "kill_grace": options.kill_grace_s,
+        }  # fmt: skip
+        return Launched(str(start_driver(layout, self.options, given)), background=True)
 
     def drive(self, layout: RunLayout, work: Work, reporter: Reporter) -> RunResult:
         """`dagflow run`: run work here, in the foreground, telling reporter of each start and end (Ctrl-C and
