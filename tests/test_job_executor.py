@@ -365,3 +365,25 @@ steps:
     assert again.returncode == 0, again.stderr
     assert "continuing that run" in again.stderr, again.stderr
     assert (tmp_path / "ran").read_text() == "ran\nran\n"  # once for each of the two pipelines
+
+
+@pytest.mark.parametrize("engine", ["local", plugin.PROCJOBS])
+def test_a_node_out_of_checkpoint_restarts_fails_and_retries_as_its_step_says_on_every_scheduler(
+    procjobs_site: Path, tmp_path: Path, engine: str
+) -> None:
+    (tmp_path / "pipeline.yaml").write_text(
+        """name: restarts
+steps:
+  train:
+    command: [sh, -c, "echo x >> epochs; exit 85"]
+    checkpoint: {files: [epochs], exit_code: 85, max_restarts: 1}
+    retries: 1
+"""
+    )
+    done = _procjobs(procjobs_site, tmp_path, "run", "--engine", engine, "pipeline.yaml")
+    assert done.returncode == 1, done.stderr
+    train = _status(procjobs_site, tmp_path)["train"]
+    assert (train["state"], train["attempts"]) == ("failed", 2), train
+    assert "after 1 checkpoint restarts" in train["why"], train
+    # one restart over the run, then a failed try, retried once: three starts
+    assert (tmp_path / "epochs").read_text() == "x\nx\nx\n"

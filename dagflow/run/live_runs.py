@@ -188,7 +188,9 @@ def _may_be_live(layout: RunLayout) -> bool:
     return not ((layout.run_dir / SEARCH_TRIAL_FILE).exists() or (layout.run_dir / DRY_RUN_FILE).exists())
 
 
-def _live_run(layout: RunLayout, identity: Callable[[], tuple[str, str]], live_of: LiveOf) -> tuple[Plan, Live] | None:
+def _live_run(
+    layout: RunLayout, identity: Callable[[], tuple[str, str]], live_of: LiveOf
+) -> tuple[Plan, Live] | None:
     live = live_of(layout)  # its engine's look first: most runs have settled, and their plans stay unread
     if not is_live(live):
         return None

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from dagflow.data import with_import_root
 from dagflow.engines.base import EngineBase, EngineOption
-from dagflow.engines.jobs.job import ENDED, Job, JobState, known_jobs, unfinished_jobs
+from dagflow.engines.jobs.job import ENDED, Job, JobState, jobs_started, known_jobs, unfinished_jobs
 from dagflow.engines.jobs.options import SCHEDULER_OPTIONS
 from dagflow.engines.jobs.scheduler import JobScheduler
 from dagflow.plan import Plan
@@ -109,9 +109,8 @@ class JobExecutor(EngineBase):
         """The run directory's status; a run whose driver died shows the jobs it left as they are now."""
         status = read_status(layout)
         if not status.runner_alive and not status.journal.finished and status.journal.runners:
-            found = {name: state for name, (_, state) in self.left_behind(layout).items()}
             codes = {name: None if state.state != ENDED else -1 if state.rc is None else state.rc
-                     for name, state in found.items()}  # fmt: skip
+                     for name, (_, state) in self.left_behind(layout).items()}  # fmt: skip
             status.left_behind(codes, self.system or "this machine")
         return status
 
@@ -151,8 +150,7 @@ class JobExecutor(EngineBase):
                 journal = read_journal(layout.journal_path)
                 events = []
                 for job in live:
-                    record = journal.nodes.get(job.node)
-                    if record is None or job.attempt > record.attempts + record.restarts:  # never journaled
+                    if job.attempt > jobs_started(journal.nodes.get(job.node)):  # never journaled
                         events.append(start_event(job.node, job.attempt))
                     events.append(
                         end_event(job.node, INTERRUPTED, attempt=job.attempt, why="stopped by dagflow cancel")
@@ -169,7 +167,7 @@ class JobExecutor(EngineBase):
         """The jobs of the run's unfinished nodes that the executor knows, by node (job.py unfinished_jobs)."""
         journal = read_journal(layout.journal_path)
         asked = unfinished_jobs(layout.load_plan(), layout, journal, journal.done())
-        return known_jobs(self.check_active, asked)
+        return known_jobs(self.check_active(asked) if asked else {}, asked)
 
 
 def start_driver(layout: RunLayout, options: Sequence[EngineOption], settings: Mapping[str, object]) -> int:

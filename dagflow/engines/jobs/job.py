@@ -4,7 +4,7 @@ and the error that fails one attempt (JobError): the data of the job-executor co
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from dagflow.data import with_import_root
 from dagflow.errors import DagflowError
 from dagflow.plan import DAGFLOW_LAUNCHER, Plan, Resources, StepInfo
-from dagflow.run.journal import RUNNING, JournalState
+from dagflow.run.journal import RUNNING, JournalState, NodeRecord
 from dagflow.run.layout import RunLayout
 
 # A job's state, as check_active says it.
@@ -74,28 +74,30 @@ def job_for(plan: Plan, layout: RunLayout, name: str, attempt: int) -> Job:
     )  # fmt: skip
 
 
+def jobs_started(record: NodeRecord | None) -> int:
+    """How many jobs the journal shows a node started: its attempts and its restarts from a checkpoint, each a
+    job of its own (JournalState counts the restarts apart from the attempts). The next job's attempt is one more."""
+    return record.attempts + record.restarts if record is not None else 0
+
+
 def unfinished_jobs(plan: Plan, layout: RunLayout, journal: JournalState, skip: Collection[str]) -> list[Job]:
     """The jobs an executor may hold of the run's nodes not in skip: the journal's latest one of a node it shows
-    running, and every node's next one, which a driver killed before it journaled it may have started. Every
-    job is counted, a restart from a checkpoint too (JournalState counts those apart from attempts)."""
+    running, and every node's next one, which a driver killed before it journaled it may have started."""
     asked = []
     for name in plan.nodes:
         if name in skip:
             continue
         record = journal.nodes.get(name)
-        started = record.attempts + record.restarts if record is not None else 0
+        started = jobs_started(record)
         if record is not None and record.state == RUNNING:
             asked.append(job_for(plan, layout, name, started))
         asked.append(job_for(plan, layout, name, started + 1))
     return asked
 
 
-def known_jobs(
-    check: Callable[[Sequence[Job]], dict[str, JobState]], asked: Sequence[Job]
-) -> dict[str, tuple[Job, JobState]]:
-    """Of the jobs asked about, those the executor knows (check: its check_active), by node; of two jobs of
-    one node, the later one (a job starts only once the one before it ended)."""
-    states = check(asked) if asked else {}
+def known_jobs(states: Mapping[str, JobState], asked: Sequence[Job]) -> dict[str, tuple[Job, JobState]]:
+    """Of the jobs asked about, those the executor knows (states: its check_active's answer), by node; of two
+    jobs of one node, the later one (a job starts only once the one before it ended)."""
     found: dict[str, tuple[Job, JobState]] = {}
     for job in asked:
         state = states.get(job.key, JobState(UNKNOWN))

@@ -152,6 +152,17 @@ def retries_left(step: StepInfo, failed_tries: int, rc: int | None, killed: bool
     return killed or rc is None or rc < 0 or rc not in step.retry_unless_exit
 
 
+def checkpoint_exit(step: StepInfo, rc: int, killed: bool, restarts: int) -> tuple[bool, str] | None:
+    """An attempt that exited by itself with its step's checkpoint exit code, after `restarts` restarts from its
+    checkpoint: (whether it restarts from it once more, why); None: not a checkpoint exit. One that may not
+    restart again is a failure, which `retries` may retry."""
+    if step.checkpoint_exit_code is None or rc != step.checkpoint_exit_code or killed:
+        return None
+    if restarts < step.checkpoint_max_restarts:
+        return True, f"checkpointed (exit code {rc}): restart {restarts + 1} of {step.checkpoint_max_restarts}"
+    return False, f"exit code {rc} after {restarts} checkpoint restarts (checkpoint.max_restarts)"
+
+
 class Driving:
     """Stopping on signals and the run's result. Uses its user's attributes below and its `request_stop`."""
 

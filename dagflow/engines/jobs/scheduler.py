@@ -42,10 +42,11 @@ from dagflow.engines.jobs.job import (
     JobError,
     JobState,
     job_for,
+    jobs_started,
     known_jobs,
     unfinished_jobs,
 )
-from dagflow.engines.jobs.release import Driving, Release, retries_left
+from dagflow.engines.jobs.release import Driving, Release, checkpoint_exit, retries_left
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.exits import describe_exit
@@ -100,8 +101,7 @@ class JobScheduler(Release, Driving):
         self, executor: Executor, work: Work, layout: RunLayout, reporter: Reporter, handle_signals: bool = False
     ) -> None:
         self.executor = executor
-        self.work = work
-        self.plan: Plan = work.plan
+        self.plan: Plan = work.plan  # what to run is what the journal shows unfinished (Release._carry_done)
         self.layout = RunLayout(layout.runs_dir.absolute(), layout.run_id)
         self.reporter = reporter
         self.handle_signals = handle_signals
@@ -165,7 +165,7 @@ class JobScheduler(Release, Driving):
         prior = read_journal(layout.journal_path)
         for name, record in prior.nodes.items():
             if name in plan.nodes:
-                self.attempts[name] = record.attempts + record.restarts  # jobs started (job.py unfinished_jobs)
+                self.attempts[name] = jobs_started(record)
                 self.restarts[name] = record.restarts
         done = self._carry_done(prior)
         self.journal.write(run_event(prior.runners > 0, pid=os.getpid()), durable=True)
@@ -338,7 +338,7 @@ class JobScheduler(Release, Driving):
     def _known(self, asked: Sequence[Job]) -> dict[str, tuple[Job, JobState]] | None:
         """Of the jobs asked about, those the executor knows (job.py known_jobs); None: the look failed."""
         states = self._look_at(asked) if asked else {}
-        return None if states is None else known_jobs(lambda _: states, asked)
+        return None if states is None else known_jobs(states, asked)
 
     def _cancel(self, jobs: Sequence[Job]) -> None:
         self._asked("cancel jobs", self.executor.cancel_jobs, jobs)
@@ -385,18 +385,16 @@ class JobScheduler(Release, Driving):
         step = job.step
         self.active.pop(name, None)
         duration = time.monotonic() - active.started
-        checkpoint = step.checkpoint_exit_code is not None and rc == step.checkpoint_exit_code and not active.killed
+        checkpoint = checkpoint_exit(step, rc, active.killed is not None, self.restarts.get(name, 0))
+        if checkpoint is not None:
+            why = checkpoint[1]
         if active.killed == "interrupt":
             state = INTERRUPTED
-        elif checkpoint and self.restarts.get(name, 0) < step.checkpoint_max_restarts:
-            state = CHECKPOINTED
-            self.restarts[name] = self.restarts.get(name, 0) + 1
-            why = f"checkpointed (exit code {rc}): restart {self.restarts[name]} of {step.checkpoint_max_restarts}"
-        elif checkpoint:
-            state = FAILED
-            why = f"exit code {rc} after {self.restarts.get(name, 0)} checkpoint restarts (checkpoint.max_restarts)"
         elif why is None:
             state = SUCCEEDED
+        elif checkpoint is not None and checkpoint[0]:
+            state = CHECKPOINTED
+            self.restarts[name] = self.restarts.get(name, 0) + 1
         elif retries_left(step, self.failed_tries.get(name, 0), rc, active.killed is not None, self._stopping):
             state = RETRY
         else:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dagflow.engines.jobs.cache import NodeCache
 from dagflow.engines.jobs.graph import DagTracker
-from dagflow.engines.jobs.release import retries_left
+from dagflow.engines.jobs.release import checkpoint_exit, retries_left
 from dagflow.engines.local.memory_limit import MEMORY_CHECK_S, MemoryGrowth
 from dagflow.engines.local.memory_limit import enforced as memory_enforced
 from dagflow.engines.local.node_reaper import NodeReaper
@@ -118,16 +118,6 @@ class Outcomes:
             why = describe_exit(rc)
         self._finished(running, rc, why)
 
-    def _checkpointed(self, running: RunningNode, rc: int) -> bool:
-        """The node exited with its step's checkpoint code, by itself, and may restart once more."""
-        step = running.step
-        return (
-            step.checkpoint_exit_code is not None
-            and rc == step.checkpoint_exit_code
-            and running.kill_reason is None
-            and self.restarts.get(running.name, 0) < step.checkpoint_max_restarts
-        )
-
     def _finished(self, running: RunningNode, rc: int, why: str | None) -> None:
         name, step, attempt = running.name, running.step, running.attempt
         if self.running.get(name) is running:
@@ -141,16 +131,16 @@ class Outcomes:
             name, step.name, attempt, resources, devices, running.measured, key, rc, running.kill_reason
         )
         duration = time.monotonic() - running.started
-        if rc == step.checkpoint_exit_code and running.kill_reason is None and not self._checkpointed(running, rc):
-            why = f"exit code {rc} after {self.restarts.get(name, 0)} checkpoint restarts (checkpoint.max_restarts)"
+        checkpoint = checkpoint_exit(step, rc, running.kill_reason is not None, self.restarts.get(name, 0))
+        if checkpoint is not None:
+            why = checkpoint[1]
         if running.kill_reason == "interrupt":
             state = INTERRUPTED
         elif why is None:
             state = SUCCEEDED
-        elif self._checkpointed(running, rc):
+        elif checkpoint is not None and checkpoint[0]:
             state = CHECKPOINTED
             self.restarts[name] = self.restarts.get(name, 0) + 1
-            why = f"checkpointed (exit code {rc}): restart {self.restarts[name]} of {step.checkpoint_max_restarts}"
         elif running.kill_reason == "oom" and not self._stops_handled:
             grown = self.memory.grow(name, step)
             if grown:  # runs again with more memory: not a failed try that `retries` counts
