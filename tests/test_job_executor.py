@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -387,3 +388,30 @@ steps:
     assert "after 1 checkpoint restarts" in train["why"], train
     # one restart over the run, then a failed try, retried once: three starts
     assert (tmp_path / "epochs").read_text() == "x\nx\nx\n"
+
+
+@pytest.mark.parametrize("engine", ["local", plugin.PROCJOBS])
+def test_a_kill_9_between_a_successes_cache_entry_and_its_journal_event_does_not_run_it_again_on_every_scheduler(
+    procjobs_site: Path, tmp_path: Path, engine: str
+) -> None:
+    """DAGFLOW_TEST_KILL_BETWEEN_WRITES (jobs/release.py `_commit`) SIGKILLs the driver after a success is in the
+    cache index and before its end is in the journal, the one moment the two disagree. The node is the run's last,
+    so nothing else makes the next plain run continue the killed one."""
+    (tmp_path / "pipeline.yaml").write_text(
+        """name: durable
+steps:
+  make:
+    command: [sh, -c, 'echo make >> ran.log; echo made > made.txt']
+    outputs: [made.txt]
+"""
+    )
+    args = ("run", "--engine", engine, "pipeline.yaml")
+    killed = _procjobs(procjobs_site, tmp_path, *args, DAGFLOW_TEST_KILL_BETWEEN_WRITES="1")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    assert (tmp_path / "ran.log").read_text().split() == ["make"]
+    for _ in range(2):
+        again = _procjobs(procjobs_site, tmp_path, *args)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert (tmp_path / "ran.log").read_text().split() == ["make"], "the finished node ran again"
+        assert _status(procjobs_site, tmp_path)["make"]["state"] in ("succeeded", "cached")
+    assert (tmp_path / "made.txt").read_text() == "made\n"

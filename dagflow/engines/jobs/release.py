@@ -1,38 +1,47 @@
 """What every DAG scheduler of dagflow's does alike (the local runner's event loop, engines/local/, and the job
-scheduler, scheduler.py): which nodes become ready (Release), whether a failed attempt runs again
-(retries_left), and driving a run from the foreground: stopping on Ctrl-C and SIGTERM, and the run's result
-(Driving). The mixins work on their user's own tables: no indirection on the per-node path.
+scheduler, scheduler.py): which nodes become ready and what an attempt's end means (Release, with
+retries_left and checkpoint_exit), and driving a run from the foreground: stopping on Ctrl-C and SIGTERM, and
+the run's result (Driving). The mixins work on their user's own tables: no indirection on the per-node path.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import FrameType
 
 from dagflow.engines.jobs.cache import NodeCache
 from dagflow.engines.jobs.graph import DagTracker
 from dagflow.plan import Plan, StepInfo
+from dagflow.run.exits import describe_exit
 from dagflow.run.journal import (
     CACHED,
     CHECKPOINTED,
     FAILED,
     INTERRUPTED,
     PENDING,
+    RETRY,
     RETRYING,
+    SUCCEEDED,
     UPSTREAM_FAILED,
     JournalState,
     JournalWriter,
     cached_event,
+    end_event,
+    finish_event,
     upstream_failed_event,
 )
 from dagflow.run.layout import RunLayout
 from dagflow.run.reporting import Reporter
-from dagflow.run.result import Failure, RunResult
+from dagflow.run.result import RUN_FAILED, RUN_INTERRUPTED, RUN_SUCCEEDED, Failure, RunResult
+
+# A test's crash point (tests/test_local_cache_durable.py): the driver SIGKILLs itself after writing a success's
+# cache entry and before its journal event, the one moment the two disagree.
+_KILL_BETWEEN_WRITES = os.environ.get("DAGFLOW_TEST_KILL_BETWEEN_WRITES") == "1"
 
 
 class Release:
@@ -49,6 +58,7 @@ class Release:
     forget: frozenset[str]  # finished nodes whose files were edited since they ran: they run again
     layout: RunLayout
     failed_tries: dict[str, int]  # failed attempts (what retries count)
+    restarts: dict[str, int]  # checkpoint restarts over the whole run (what max_restarts caps)
     failures: list[Failure]
 
     def _carry_done(self, prior: JournalState) -> set[str]:
@@ -144,6 +154,69 @@ class Release:
                 self.tracker.push(name)
 
 
+    def _attempt_ended(
+        self, name: str, step: StepInfo, attempt: int, rc: int, why: str | None, killed: str | None,
+        stopping: bool, duration: float, grown_mb: int | None = None,
+    ) -> None:  # fmt: skip
+        """An attempt of `name` ended with `rc` (`why`: its failure, None for a clean exit): what that means
+        (succeeded, interrupted, checkpointed, a try that runs again, failed for good), journaled and reported,
+        and what follows (its children released or blocked, or itself queued again). `killed` is why dagflow
+        stopped it ("timeout", "interrupt", "oom"; None: it ended by itself); `grown_mb` is the memory an
+        out-of-memory attempt runs again with (None: its limit cannot grow)."""
+        checkpoint = checkpoint_exit(step, rc, killed is not None, self.restarts.get(name, 0))
+        if checkpoint is not None:
+            why = checkpoint[1]
+        failed_try = True  # an attempt that counts against `retries`
+        if killed == "interrupt":
+            state = INTERRUPTED
+        elif why is None:
+            state = SUCCEEDED
+        elif checkpoint is not None and checkpoint[0]:
+            state = CHECKPOINTED
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+        elif killed == "oom" and not stopping:
+            if grown_mb:  # runs again with more memory: not a failed try that `retries` counts
+                state, failed_try = RETRY, False
+                why = f"{why}; again with {grown_mb} MB (memory_max {step.resources.memory_max_mb} MB)"
+            else:
+                state, why = FAILED, f"{why}, at its memory_max"
+        elif retries_left(step, self.failed_tries.get(name, 0), rc, killed is not None, stopping):
+            state = RETRY
+        else:
+            state = FAILED
+        key = self.keys.get(name) if state == SUCCEEDED else None
+        self.journal.write(end_event(name, state, attempt=attempt, rc=rc, why=why, key=key), durable=True)
+        self.reporter.node_finished(name, state, self.failed_tries.get(name, 0) + 1, rc, why, duration)
+        if state == SUCCEEDED:
+            self.states[name] = SUCCEEDED
+            if key and self.cache is not None:
+                self.cache.record(key, self.plan, self.plan.nodes[name])
+            self._release(self.tracker.succeeded(name))
+        elif state in (RETRY, CHECKPOINTED):  # a checkpoint's files stay where it wrote them: it starts from them
+            if state == RETRY and failed_try:
+                self.failed_tries[name] = self.failed_tries.get(name, 0) + 1
+            self.states[name] = RETRYING if state == RETRY else CHECKPOINTED
+            if not stopping:
+                self.tracker.push(name, front=True)
+        elif state == INTERRUPTED:
+            self.states[name] = INTERRUPTED
+        else:
+            self._failed_for_good(name, why or describe_exit(rc))
+
+    def _commit(self, sync_now: bool = False) -> float | None:
+        """Write what this turn decided: the cache entries of its successes, then the journal (which returns when
+        it wants the next commit, `JournalWriter.commit`). In this order a kill -9 at any moment leaves each
+        success in the cache, or in the journal, or in both: a success only journaled would be run again by the
+        next plain run, which looks in the cache; one only cached is an end the next run takes from the executor
+        (the local keeper's record, a job found by its key)."""
+        if self.cache is not None and self.cache.flush() and _KILL_BETWEEN_WRITES:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if sync_now:
+            self.journal.flush()
+            return None
+        return self.journal.commit()
+
+
 def retries_left(step: StepInfo, failed_tries: int, rc: int | None, killed: bool, stopping: bool) -> bool:
     """Whether a failed attempt runs again: tries are left, the run is not stopping, and (when it exited by
     itself) its code is not one of the step's `retries.unless_exit`."""
@@ -167,10 +240,13 @@ class Driving:
     """Stopping on signals and the run's result. Uses its user's attributes below and its `request_stop`."""
 
     plan: Plan
+    layout: RunLayout
     reporter: Reporter
+    journal: JournalWriter
     states: dict[str, str]
     failures: list[Failure]
     request_stop: Callable[[], None]
+    _commit: Callable[..., float | None]  # Release
 
     def _install_signal_handlers(self, enabled: bool) -> Callable[[], None]:
         """SIGINT and SIGTERM request a stop while the run is driven (on the main thread only); the restorer."""
@@ -188,15 +264,18 @@ class Driving:
 
         return restore
 
-    def _run_result(self, run_id: str, run_dir: Path, state: str, t0: float, resumed_done: int) -> RunResult:
-        """The run's result (a node stopped between two attempts is interrupted), reported."""
+    def _result(self, t0: float, resumed_done: int, stopped: bool) -> RunResult:
+        """The run's result (a node stopped between two attempts is interrupted), journaled and reported."""
+        state = RUN_INTERRUPTED if stopped else RUN_FAILED if self.failures else RUN_SUCCEEDED
+        self.journal.write(finish_event(state), durable=True)
+        self._commit(sync_now=True)
         states = {name: self.states.get(name, PENDING) for name in self.plan.nodes}
         for name, node_state in states.items():
             if node_state in (RETRYING, CHECKPOINTED):
                 states[name] = INTERRUPTED
         result = RunResult(
-            run_id=run_id, run_dir=run_dir, state=state, states=states, duration_s=time.monotonic() - t0,
-            failures=self.failures, resumed_done=resumed_done,
+            run_id=self.layout.run_id, run_dir=self.layout.run_dir, state=state, states=states,
+            duration_s=time.monotonic() - t0, failures=self.failures, resumed_done=resumed_done,
         )  # fmt: skip
         self.reporter.run_finished(result)
         return result

@@ -46,22 +46,14 @@ from dagflow.engines.jobs.job import (
     known_jobs,
     unfinished_jobs,
 )
-from dagflow.engines.jobs.release import Driving, Release, checkpoint_exit, retries_left
+from dagflow.engines.jobs.release import Driving, Release
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.exits import describe_exit
 from dagflow.run.journal import (
-    CHECKPOINTED,
-    FAILED,
-    INTERRUPTED,
-    RETRY,
-    RETRYING,
     RUNNING,
-    SUCCEEDED,
     JournalState,
     JournalWriter,
-    end_event,
-    finish_event,
     read_journal,
     replan_event,
     run_event,
@@ -70,7 +62,7 @@ from dagflow.run.journal import (
 from dagflow.run.layout import RunLayout
 from dagflow.run.lock import RunLock
 from dagflow.run.reporting import Reporter, RunInfo
-from dagflow.run.result import RUN_FAILED, RUN_INTERRUPTED, RUN_SUCCEEDED, Failure, RunResult
+from dagflow.run.result import Failure, RunResult
 from dagflow.run.session import RunStorageError, Work, disk_full
 
 T = TypeVar("T")
@@ -190,13 +182,13 @@ class JobScheduler(Release, Driving):
                 if self._stopping or not self.tracker.has_ready():
                     break
                 continue  # everything started ended at once (a submission refused): start the next ones
-            self.journal.commit()
+            self._commit()
             self.reporter.flush()
             self._stop.wait(poll_s)
             self._look()
             if self.reporter.tick_interval is not None:
                 self.reporter.tick()
-        return self._result(t0, len(done))
+        return self._result(t0, len(done), self._stopping)
 
     def _adopt(self, prior: JournalState, done: set[str]) -> dict[str, JobState]:
         """Take over the jobs an earlier driver left (the module docstring): name -> what its job is now."""
@@ -381,45 +373,7 @@ class JobScheduler(Release, Driving):
         self._finished(active, rc if rc is not None else -1, why)
 
     def _finished(self, active: Active, rc: int, why: str | None) -> None:
-        job, name = active.job, active.job.node
-        step = job.step
-        self.active.pop(name, None)
+        job = active.job
+        self.active.pop(job.node, None)
         duration = time.monotonic() - active.started
-        checkpoint = checkpoint_exit(step, rc, active.killed is not None, self.restarts.get(name, 0))
-        if checkpoint is not None:
-            why = checkpoint[1]
-        if active.killed == "interrupt":
-            state = INTERRUPTED
-        elif why is None:
-            state = SUCCEEDED
-        elif checkpoint is not None and checkpoint[0]:
-            state = CHECKPOINTED
-            self.restarts[name] = self.restarts.get(name, 0) + 1
-        elif retries_left(step, self.failed_tries.get(name, 0), rc, active.killed is not None, self._stopping):
-            state = RETRY
-        else:
-            state = FAILED
-        key = self.keys.get(name) if state == SUCCEEDED else None
-        self.journal.write(end_event(name, state, attempt=job.attempt, rc=rc, why=why, key=key), durable=True)
-        self.reporter.node_finished(name, state, self.failed_tries.get(name, 0) + 1, rc, why, duration)
-        if state == SUCCEEDED:
-            self.states[name] = SUCCEEDED
-            if key and self.cache is not None:
-                self.cache.record(key, self.plan, self.plan.nodes[name])
-                self.cache.flush()  # before the journal's event is written: a success is in one or both
-            self._release(self.tracker.succeeded(name))
-        elif state in (RETRY, CHECKPOINTED):
-            if state == RETRY:
-                self.failed_tries[name] = self.failed_tries.get(name, 0) + 1
-            self.states[name] = RETRYING if state == RETRY else CHECKPOINTED
-            self.tracker.push(name, front=True)
-        elif state == INTERRUPTED:
-            self.states[name] = INTERRUPTED
-        else:
-            self._failed_for_good(name, why or describe_exit(rc))
-
-    def _result(self, t0: float, resumed_done: int) -> RunResult:
-        state = RUN_INTERRUPTED if self._stopping else RUN_FAILED if self.failures else RUN_SUCCEEDED
-        self.journal.write(finish_event(state), durable=True)
-        self.journal.flush()
-        return self._run_result(self.layout.run_id, self.layout.run_dir, state, t0, resumed_done)
+        self._attempt_ended(job.node, job.step, job.attempt, rc, why, active.killed, self._stopping, duration)

@@ -195,7 +195,7 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes, Driving):
         with contextlib.suppress(OSError):
             self.usage.flush()
         self.usage.close()
-        if self.cache is not None:  # before the journal, as _commit (outcomes.py) writes them
+        if self.cache is not None:  # before the journal, as _commit (jobs/release.py) writes them
             with contextlib.suppress(OSError):
                 self.cache.close()
         with contextlib.suppress(OSError):
@@ -247,7 +247,8 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes, Driving):
             if self._stops_handled == 0 and (gather := self._gather_s()):
                 time.sleep(gather)
             self._wait()
-        return self._result(t0, len(done))
+        self.usage.flush()  # before the journal's finish: every ended attempt has its usage record
+        return self._result(t0, len(done), bool(self._stops_handled))
 
     def _wait(self) -> None:
         now = time.monotonic()
