@@ -6,6 +6,7 @@ line, and hostile command and environment values."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -415,3 +416,78 @@ steps:
         assert (tmp_path / "ran.log").read_text().split() == ["make"], "the finished node ran again"
         assert _status(procjobs_site, tmp_path)["make"]["state"] in ("succeeded", "cached")
     assert (tmp_path / "made.txt").read_text() == "made\n"
+
+
+def test_a_resume_on_a_journal_with_malformed_lines_says_so_once_and_finishes(
+    procjobs_site: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "pipeline.yaml").write_text(
+        """name: torn
+steps:
+  a: {command: [sh, -c, 'echo a >> ran.log']}
+  b: {command: [sh, -c, 'echo b >> ran.log; test -f ok'], needs: [a]}
+"""
+    )
+    first = _procjobs(procjobs_site, tmp_path, "run", "--engine", plugin.PROCJOBS, "pipeline.yaml", "--json")
+    assert first.returncode == 1, first.stderr
+    run_id = json.loads(first.stdout.splitlines()[-1])["run_id"]
+    journal = tmp_path / ".dagflow" / "runs" / run_id / "journal.jsonl"
+    with journal.open("a") as torn:
+        torn.write('{"e": "end", "n": "b"}\n["not", "an", "event"]\n{"e": "sta')  # the torn last line is cut off
+    (tmp_path / "ok").touch()
+    resumed = _procjobs(procjobs_site, tmp_path, "run", "--resume", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stderr.count("skipped 2 malformed line(s)") == 1, resumed.stderr
+    assert (tmp_path / "ran.log").read_text().split() == ["a", "b", "b"]
+
+
+@pytest.mark.parametrize("engine", ["local", plugin.PROCJOBS])
+def test_a_job_left_running_whose_parent_runs_again_after_an_edit_is_not_taken_over_on_every_scheduler(
+    procjobs_site: Path, tmp_path: Path, engine: str
+) -> None:
+    """A driver is killed while `b` runs; then `a`'s input is edited, so the resume runs `a` again. The job `b`
+    left runs on `a`'s old output: it is stopped, and `b` runs once, after `a`'s new end."""
+    (tmp_path / "pipeline.yaml").write_text(
+        """name: stale
+steps:
+  a:
+    command: [sh, -c, 'cat input.txt > a.out']
+    inputs: [input.txt]
+    outputs: [a.out]
+  b:
+    command: [sh, -c, 'echo b >> started; while [ ! -f go ]; do sleep 0.1; done; cat a.out > b.out']
+    needs: [a]
+"""
+    )
+    (tmp_path / "input.txt").write_text("v1\n")
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "dagflow", "run", "--engine", engine, "pipeline.yaml", "--run-id", "stale"],
+        cwd=tmp_path, env=plugin.plugin_env(procjobs_site), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    journal = tmp_path / ".dagflow" / "runs" / "stale" / "journal.jsonl"
+    try:
+        deadline = time.monotonic() + CLI_TIMEOUT_S
+        while not ((tmp_path / "started").exists() and ("a", "succeeded") in _ends(journal)):
+            assert driver.poll() is None and time.monotonic() < deadline, "b never started"
+            time.sleep(0.2)
+    finally:
+        driver.kill()
+        driver.wait()
+    (tmp_path / "input.txt").write_text("v2\n")
+    (tmp_path / "go").touch()
+    resumed = _procjobs(procjobs_site, tmp_path, "run", "--resume", "stale")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (tmp_path / "b.out").read_text() == "v2\n"
+    ends = _ends(journal)
+    assert ends == [("a", "succeeded"), ("a", "succeeded"), ("b", "succeeded")], ends
+
+
+def _ends(journal: Path) -> list[tuple[str, str]]:
+    """The journal's node ends so far, (node, state), in order (a line being written is not one yet)."""
+    ends = []
+    for line in journal.read_text().splitlines() if journal.exists() else []:
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if event.get("e") == "end":
+                ends.append((event["n"], event["s"]))
+    return ends

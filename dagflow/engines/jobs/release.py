@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from types import FrameType
 
 from dagflow.engines.jobs.cache import NodeCache
@@ -33,10 +33,13 @@ from dagflow.run.journal import (
     cached_event,
     end_event,
     finish_event,
+    read_journal,
+    replan_event,
+    run_event,
     upstream_failed_event,
 )
 from dagflow.run.layout import RunLayout
-from dagflow.run.reporting import Reporter
+from dagflow.run.reporting import Reporter, RunInfo
 from dagflow.run.result import RUN_FAILED, RUN_INTERRUPTED, RUN_SUCCEEDED, Failure, RunResult
 
 # A test's crash point (tests/test_local_cache_durable.py): the driver SIGKILLs itself after writing a success's
@@ -60,6 +63,29 @@ class Release:
     failed_tries: dict[str, int]  # failed attempts (what retries count)
     restarts: dict[str, int]  # checkpoint restarts over the whole run (what max_restarts caps)
     failures: list[Failure]
+
+    def _prior(self) -> JournalState:
+        """What the run's earlier drivers journaled (its malformed lines said, and skipped)."""
+        prior = read_journal(self.layout.journal_path)
+        if prior.bad_lines:
+            print(
+                f"dagflow: skipped {prior.bad_lines} malformed line(s) in {self.layout.journal_path}", file=sys.stderr
+            )
+        return prior
+
+    def _journal_start(self, prior: JournalState) -> None:
+        """This driver's start, and the finished nodes it runs again because they were edited since (durable)."""
+        self.journal.write(run_event(prior.runners > 0, pid=os.getpid()), durable=True)
+        if self.forget:
+            self.journal.write(replan_event(sorted(self.forget)), durable=True)
+
+    def _open(self, info: RunInfo, done: set[str], taken: Collection[str], force: tuple[str, ...]) -> None:
+        """Start driving: the run reported started, and the nodes ready at its start released, but `taken`
+        (those whose jobs an earlier driver left, which are waited for instead)."""
+        self.tracker = DagTracker(self.plan, done)
+        self.forced = self._forced_nodes(force)
+        self.reporter.run_started(info)
+        self._release([name for name in self.tracker.initially_ready() if name not in taken])
 
     def _carry_done(self, prior: JournalState) -> set[str]:
         """What of the run earlier drivers finished, and stays finished: not edited since (`forget`, which
@@ -216,6 +242,19 @@ class Release:
             return None
         return self.journal.commit()
 
+
+def takes_over(plan: Plan, prior: JournalState, done: Collection[str], name: str) -> bool:
+    """Whether a driver takes over the job an earlier one left of `name` (waits for it, or takes its end): the
+    node is in the plan, not finished, not re-planned since (its job runs what an edit changed), and every parent
+    of it is done (a parent that runs again, its input edited since, leaves the job running on stale output).
+    Any other job left behind is stopped, and the node runs when its turn comes."""
+    node = plan.nodes.get(name)
+    return (
+        node is not None
+        and name not in done
+        and name not in prior.replanned
+        and all(parent in done for parent in node.parents)
+    )
 
 def retries_left(step: StepInfo, failed_tries: int, rc: int | None, killed: bool, stopping: bool) -> bool:
     """Whether a failed attempt runs again: tries are left, the run is not stopping, and (when it exited by

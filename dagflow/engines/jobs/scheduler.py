@@ -10,8 +10,8 @@ so status and the live-run rule see it; its journal events are written once per 
 A driver that starts on a run adopts what an earlier one left: for every node the journal does not show
 finished, the executor is asked about its journaled attempt and the next one (executor.py, "Exactly
 once"); a job that is queued or running is waited for, one that ended is taken as if seen ending, and
-only a node with no job is started. A node the edit of the pipeline changed since its job started
-(JournalState.replanned) runs what the edit replaced: that job is cancelled and the node starts again.
+only a node with no job is started. A job that runs what an edit replaced is not taken over (release.py
+takes_over: its node re-planned, or a parent of it running again): it is cancelled and the node starts again.
 
 Ctrl-C or SIGTERM (from `dagflow cancel`) cancels every active job and records them interrupted; any other
 error stops the driver and leaves the jobs running for the next one to adopt.
@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from dagflow.engines.jobs.cache import NodeCache
-from dagflow.engines.jobs.graph import DagTracker
 from dagflow.engines.jobs.job import (
     ACTIVE,
     ENDED,
@@ -46,7 +45,7 @@ from dagflow.engines.jobs.job import (
     known_jobs,
     unfinished_jobs,
 )
-from dagflow.engines.jobs.release import Driving, Release
+from dagflow.engines.jobs.release import Driving, Release, takes_over
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
 from dagflow.run.exits import describe_exit
@@ -54,9 +53,6 @@ from dagflow.run.journal import (
     RUNNING,
     JournalState,
     JournalWriter,
-    read_journal,
-    replan_event,
-    run_event,
     start_event,
 )
 from dagflow.run.layout import RunLayout
@@ -133,12 +129,12 @@ class JobScheduler(Release, Driving):
                 if not disk_full(error):
                     raise
                 raise RunStorageError.stopped(self.layout, error, len(self.active)) from None
-            finally:
-                with contextlib.suppress(OSError):
-                    self.journal.close()
+            finally:  # the cache before the journal, as _commit writes them
                 if self.cache is not None:
                     with contextlib.suppress(OSError):
                         self.cache.close()
+                with contextlib.suppress(OSError):
+                    self.journal.close()
         finally:
             restore()
             lock.release()
@@ -154,23 +150,18 @@ class JobScheduler(Release, Driving):
         self.cache = (
             NodeCache(layout.cache_dir.absolute(), Path(os.path.realpath(plan.workdir))) if self.use_cache else None
         )
-        prior = read_journal(layout.journal_path)
+        prior = self._prior()
         for name, record in prior.nodes.items():
             if name in plan.nodes:
                 self.attempts[name] = jobs_started(record)
                 self.restarts[name] = record.restarts
         done = self._carry_done(prior)
-        self.journal.write(run_event(prior.runners > 0, pid=os.getpid()), durable=True)
-        if self.forget:
-            self.journal.write(replan_event(sorted(self.forget)), durable=True)
+        self._journal_start(prior)
         adopted = self._adopt(prior, done)
         self.journal.flush()
-        self.tracker = DagTracker(plan, done)
-        self.forced = self._forced_nodes(self.force)
-        self.reporter.run_started(
-            RunInfo(plan, layout.run_id, layout.run_dir, None, prior.runners > 0, done, where=self.executor.system)
-        )
-        self._release([name for name in self.tracker.initially_ready() if name not in adopted])
+        where = self.executor.system
+        self._open(RunInfo(plan, layout.run_id, layout.run_dir, None, prior.runners > 0, done, where=where), done,
+                   adopted, self.force)  # fmt: skip
         self._observed(adopted)
         poll_s = self.executor.poll_s
         while True:
@@ -199,14 +190,15 @@ class JobScheduler(Release, Driving):
                     f"run {self.layout.run_id} stopped before it started anything: the executor never said which "
                     "jobs an earlier runner left"
                 )
-        stale = [job for name, (job, state) in found.items() if name in prior.replanned and state.state != ENDED]
+        taken = {name for name in found if takes_over(self.plan, prior, done, name)}
+        stale = [job for name, (job, state) in found.items() if name not in taken and state.state != ENDED]
         if stale:
             self._cancel(stale)
         adopted: dict[str, JobState] = {}
         for name, (job, state) in found.items():
             journaled = job.attempt <= self.attempts.get(name, 0)  # else a killed driver did not journal its start
             self.attempts[name] = max(job.attempt, self.attempts.get(name, 0))  # a stale one's key is not reused
-            if name in prior.replanned:
+            if name not in taken:
                 continue
             node = self.plan.nodes[name]
             if self.cache is not None:

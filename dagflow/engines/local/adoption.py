@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import selectors
-import sys
 import time
 from collections.abc import Callable
 
 from dagflow.engines.jobs.cache import NodeCache
 from dagflow.engines.jobs.graph import DagTracker
+from dagflow.engines.jobs.release import takes_over
 from dagflow.engines.local.node_reaper import NodeReaper
 from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.procs import ProcEntry, keeper_alive, kill_orphans, node_alive, read_procs
@@ -26,7 +26,7 @@ from dagflow.engines.local.running_node import RunningNode
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder
 from dagflow.plan import Plan
 from dagflow.run.exits import describe_exit
-from dagflow.run.journal import PENDING, RUNNING, JournalState, JournalWriter, NodeRecord, read_journal, start_event
+from dagflow.run.journal import PENDING, RUNNING, JournalState, JournalWriter, NodeRecord, start_event
 from dagflow.run.layout import RunLayout
 from dagflow.run.reporting import Reporter
 
@@ -60,16 +60,12 @@ class Adoption:
     _add_timer: Callable[[float, str, str, int], None]  # Limits.add (limits.py)
     _exited: Callable[[RunningNode, int], None]  # outcomes.py
     _finished: Callable[[RunningNode, int, str | None], None]  # outcomes.py
+    _prior: Callable[[], JournalState]  # jobs/release.py Release
 
     def _carry_over(self) -> tuple[JournalState, set[str], dict[str, ProcEntry], dict[str, ProcEntry]]:
         """Read what earlier runners journaled: (that journal, the nodes done, the processes to adopt, those
         whose recorded exit to accept); lost processes are killed here."""
-        prior = read_journal(self.layout.journal_path)
-        if prior.bad_lines:
-            print(
-                f"dagflow: skipped {prior.bad_lines} malformed line(s) in {self.layout.journal_path}",
-                file=sys.stderr,
-            )
+        prior = self._prior()
         done = self._carry_done(prior)
         self.restarts = {name: record.restarts for name, record in prior.nodes.items() if record.restarts}
         adopt, accept = self._recover(prior, done)
@@ -83,11 +79,7 @@ class Adoption:
         lost: list[tuple[int, str]] = []
         procs = read_procs(self.layout.procs_path)
         for name, entry, fate in unjournaled(procs, prior.nodes, self.layout.run_dir):
-            node = self.plan.nodes.get(name)
-            # (a node of a re-planned run that changed, or lost its place, is not taken over: an edit is
-            # never served from a process that ran what it changed, whichever runner re-planned the run)
-            wanted = node is not None and name not in done and name not in prior.replanned
-            wanted = wanted and all(parent in done for parent in node.parents)
+            wanted = takes_over(self.plan, prior, done, name)
             if fate is Fate.EXITED:
                 if wanted:
                     accept[name] = entry

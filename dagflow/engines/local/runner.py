@@ -42,7 +42,6 @@ import time
 from pathlib import Path
 
 from dagflow.engines.jobs.cache import NodeCache
-from dagflow.engines.jobs.graph import DagTracker
 from dagflow.engines.jobs.release import Driving
 from dagflow.engines.local.adoption import HAS_PIDFD, Adoption
 from dagflow.engines.local.cpu_only import announce
@@ -62,7 +61,7 @@ from dagflow.engines.local.running_node import RunningNode
 from dagflow.engines.local.stop_channel import StopChannel
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder
 from dagflow.plan import Plan
-from dagflow.run.journal import JournalWriter, replan_event, run_event
+from dagflow.run.journal import JournalWriter
 from dagflow.run.layout import RunLayout
 from dagflow.run.lock import RunLock
 from dagflow.run.reporting import Reporter, RunInfo
@@ -216,17 +215,10 @@ class LocalRunner(ReadyQueue, Adoption, Outcomes, Driving):
     def _run(self) -> RunResult:
         t0 = time.monotonic()
         prior, done, adopt, accept = self._carry_over()
-        self.journal.write(run_event(prior.runners > 0, pid=os.getpid()), durable=True)
-        if self.forget:
-            self.journal.write(replan_event(sorted(self.forget)), durable=True)
+        self._journal_start(prior)
         self.journal.flush()
-        self.tracker = DagTracker(self.plan, done)
-        self.forced = self._forced_nodes(self.options.force)
-        self.reporter.run_started(
-            RunInfo(self.plan, self.layout.run_id, self.layout.run_dir, self.jobs, prior.runners > 0, done)
-        )
-        taken = set(adopt) | set(accept)
-        self._release([name for name in self.tracker.initially_ready() if name not in taken])
+        info = RunInfo(self.plan, self.layout.run_id, self.layout.run_dir, self.jobs, prior.runners > 0, done)
+        self._open(info, done, set(adopt) | set(accept), self.options.force)
         for name, entry in adopt.items():
             self._adopt(name, entry, prior.nodes.get(name))
         for name, entry in accept.items():
