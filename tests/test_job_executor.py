@@ -19,6 +19,7 @@ from typing import Any
 import engine_plugin as plugin
 import pytest
 from test_local_faults import small_disk  # noqa: F401  # the fixture
+from test_search_scheduler_support import write_pipeline
 
 CLI_TIMEOUT_S = 900.0
 SMALL = "{memory: 64MB, disk: 10MB}"
@@ -491,3 +492,23 @@ def _ends(journal: Path) -> list[tuple[str, str]]:
             if event.get("e") == "end":
                 ends.append((event["n"], event["s"]))
     return ends
+
+
+def test_a_search_runs_its_trials_through_a_job_executor(procjobs_site: Path, tmp_path: Path) -> None:
+    """`dagflow search run --engine <a job executor>`: each trial is a run the job scheduler drives, and the search
+    reads its metrics back from the run directory as on every engine."""
+    write_pipeline(tmp_path / "p", budget=3, parallel=2, optimizer="random")
+    searched = _procjobs(procjobs_site, tmp_path, "search", "run", "p/pipeline.yaml", "--engine", plugin.PROCJOBS,
+                         "--poll", "0.05")  # fmt: skip
+    assert searched.returncode == 0, searched.stdout + searched.stderr
+    shown = json.loads(_procjobs(procjobs_site, tmp_path, "search", "status", "quad", "--json").stdout)
+    trials = shown["trials"]
+    assert [(t["state"], t["engine"]) for t in trials] == [("succeeded", plugin.PROCJOBS)] * 3, trials
+    assert all(isinstance(t["value"], float) for t in trials), trials
+    for trial in trials:  # each trial's run was driven by the job scheduler: its journal ends with the run's finish
+        events = _journal_lines(tmp_path / ".dagflow" / "runs" / trial["run_id"] / "journal.jsonl")
+        assert events[-1] == {**events[-1], "e": "finish", "s": "succeeded"}, events[-1]
+
+
+def _journal_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]

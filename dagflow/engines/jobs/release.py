@@ -189,6 +189,12 @@ class Release:
         and what follows (its children released or blocked, or itself queued again). `killed` is why dagflow
         stopped it ("timeout", "interrupt", "oom"; None: it ended by itself); `grown_mb` is the memory an
         out-of-memory attempt runs again with (None: its limit cannot grow)."""
+        if killed == "timeout":
+            why = f"timed out after {step.timeout_s}s"
+        elif killed == "interrupt":
+            why = "interrupted"
+        elif why is None and rc != 0:
+            why = describe_exit(rc)
         checkpoint = checkpoint_exit(step, rc, killed is not None, self.restarts.get(name, 0))
         if checkpoint is not None:
             why = checkpoint[1]

@@ -48,7 +48,6 @@ from dagflow.engines.jobs.job import (
 from dagflow.engines.jobs.release import Driving, Release, takes_over
 from dagflow.errors import DagflowError
 from dagflow.plan import Plan
-from dagflow.run.exits import describe_exit
 from dagflow.run.journal import (
     RUNNING,
     JournalState,
@@ -353,15 +352,7 @@ class JobScheduler(Release, Driving):
         if not active.started_seen:  # it ended between two looks (or was never seen): its start is journaled first
             self._seen_start(active)
         rc = state.rc
-        step = active.job.step
-        if active.killed == "timeout":
-            why: str | None = f"timed out after {step.timeout_s}s"
-        elif active.killed == "interrupt":
-            why = "interrupted"
-        elif rc is None:
-            why = state.why or "ended without an exit code"
-        else:
-            why = describe_exit(rc) if rc != 0 else None
+        why = (state.why or "ended without an exit code") if rc is None else None
         self._finished(active, rc if rc is not None else -1, why)
 
     def _finished(self, active: Active, rc: int, why: str | None) -> None:

@@ -25,7 +25,6 @@ from dagflow.engines.local.resources import Gpu, ResourcePool
 from dagflow.engines.local.running_node import RunningNode
 from dagflow.engines.local.usage_recorder import Measured, UsageRecorder
 from dagflow.plan import Plan
-from dagflow.run.exits import describe_exit
 from dagflow.run.journal import PENDING, RUNNING, JournalState, JournalWriter, NodeRecord, start_event
 from dagflow.run.layout import RunLayout
 from dagflow.run.reporting import Reporter
@@ -130,7 +129,7 @@ class Adoption:
         running = self._take_over(name, entry, record, None)
         running.measured = Measured.of(entry.usage)
         rc = entry.rc if entry.rc is not None else -1
-        self._finished(running, rc, describe_exit(rc) if rc else None)
+        self._finished(running, rc, None)
 
     def _adopt(self, name: str, entry: ProcEntry, record: NodeRecord | None) -> None:
         """A node still running: wait for it (a pidfd says when it exits; its keeper records how)."""

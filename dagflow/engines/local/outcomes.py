@@ -19,7 +19,6 @@ from dagflow.engines.local.procs import kill_group
 from dagflow.engines.local.running_node import RunningNode
 from dagflow.engines.local.usage_recorder import UsageRecorder, attempt_key
 from dagflow.plan import Plan
-from dagflow.run.exits import describe_exit
 from dagflow.run.journal import (
     JournalWriter,
     start_event,
@@ -76,20 +75,13 @@ class Outcomes:
         self._finished(running, 127, why)
 
     def _exited(self, running: RunningNode, rc: int) -> None:
-        why = None
-        if running.kill_reason == "timeout":
-            why = f"timed out after {running.step.timeout_s}s"
-        elif running.kill_reason == "interrupt":
-            why = "interrupted"
-        elif running.kill_reason == "oom" or (
-            running.kill_reason is None and rc == -signal.SIGKILL and memory_enforced(running.step)
-        ):  # a SIGKILL nobody here sent: the kernel's OOM killer
-            running.kill_reason = "oom"
+        why = None  # the end's own reason; a timeout's, an interrupt's and an exit code's are _attempt_ended's
+        if running.kill_reason is None and rc == -signal.SIGKILL and memory_enforced(running.step):
+            running.kill_reason = "oom"  # a SIGKILL nobody here sent: the kernel's OOM killer
+        if running.kill_reason == "oom":
             limit = self.memory.limit(running.name, running.step)
             peak = self.memory.peaks.get(running.name)
             why = f"out of memory: over its {limit} MB limit" + (f" ({peak:.0f} MB resident)" if peak else "")
-        elif rc != 0:
-            why = describe_exit(rc)
         self._finished(running, rc, why)
 
     def _finished(self, running: RunningNode, rc: int, why: str | None) -> None:
