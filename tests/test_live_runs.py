@@ -145,6 +145,38 @@ def test_a_crashed_region_blocks_only_runs_of_its_own_nodes(workdir: Path) -> No
     assert states(workdir, us_id) == {"fetch.us": "succeeded", "train.us": "succeeded"}
 
 
+def test_a_second_cancel_of_a_crashed_run_waits_for_the_first_and_signals_no_cancel(tmp_path: Path) -> None:
+    """Two `dagflow cancel` at once on a run whose runner died: the first holds the run's lock while its node,
+    which ignores SIGTERM, waits out the kill grace; the second waits for it instead of signalling it as the
+    run's driver (which killed the first cancel half-way and left the node running)."""
+    (tmp_path / "pipeline.yaml").write_text(
+        "name: stubborn\nsteps:\n"
+        "  hold: {command: [sh, -c, \"trap '' TERM; echo $$ > pid; while :; do sleep 0.05; done\"]}\n"
+    )
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "dagflow", "run", "pipeline.yaml", "--kill-grace", "15"], cwd=tmp_path, env=cli_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    pid_file = tmp_path / "pid"
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip().isdigit())
+    node = int(pid_file.read_text())
+    kill_9(runner)  # type: ignore[arg-type]
+    (run_id,) = runs(tmp_path)
+    lock = tmp_path / ".dagflow" / "runs" / run_id / "runner.lock"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "dagflow", "cancel", run_id], cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_for(lambda: lock.exists() and lock.read_text().split()[:1] == [str(first.pid)])  # it stops the node
+    second = dagflow_cli("cancel", run_id, cwd=tmp_path)
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, (first.returncode, out, err)
+    assert f"stopped 1 node of run {run_id}" in out, out
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "another `dagflow cancel`" in second.stderr and "nothing to stop" in second.stdout, second.stderr
+    assert not alive(node), "the cancelled node runs on"
+    assert states(tmp_path, run_id) == {"hold": "interrupted"}
+
 def test_cancel_of_a_crashed_run_stops_the_nodes_its_keeper_runs_on(workdir: Path) -> None:
     """Item 5: the keeper's nodes run on after kill -9 of the runner; `dagflow cancel` stops them and says so."""
     nightly = start(workdir)

@@ -40,7 +40,7 @@ def test_a_runner_that_starts_while_a_probe_holds_the_lock_waits_it_out(
     os.close(probe)  # the probe ends
     thread.join()
     assert errors == []
-    assert is_locked(path) and path.read_text().strip() == str(os.getpid())
+    assert is_locked(path) and path.read_text().strip() == f"{os.getpid()} driver"
     runner.release()
     assert not is_locked(path)
 

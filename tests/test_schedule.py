@@ -261,16 +261,16 @@ def test_the_crontab_line_fired_again_after_kill_9_of_its_runner_runs_each_node_
 def fire_twice_killing_the_first_runner(
     fire: Callable[[], subprocess.Popen[str]], wait_for: Callable[[Callable[[], bool]], None], project: Path
 ) -> None:
-    from dagflow.run.lock import holder_pid
+    from dagflow.run.lock import holder
 
     starts = project / "starts"
     runs = project / ".dagflow" / "runs"
     first = fire()
     wait_for(lambda: starts.exists() and starts.read_text().strip() != "")
     (run_dir,) = [entry for entry in runs.iterdir() if entry.is_dir()]
-    runner = holder_pid(run_dir / "runner.lock")
+    runner = holder(run_dir / "runner.lock")
     assert runner is not None
-    subprocess.run(["kill", "-9", str(runner)], check=True)
+    subprocess.run(["kill", "-9", str(runner[0])], check=True)
     first.wait(timeout=60)
 
     second = fire()

@@ -64,14 +64,16 @@ def driven(layout: RunLayout, driver: str) -> Live | None:
     """A run whose driver (its runner, a job executor's driver) holds the run's lock: every node it has not
     finished may still start, and the driver is named as `driver pid N`. None: no driver holds it."""
     from dagflow.run.journal import read_journal
-    from dagflow.run.lock import holder_pid, is_locked
+    from dagflow.run.lock import CANCEL, holder, is_locked
 
     if not is_locked(layout.lock_path):
         return None
     done = read_journal(layout.journal_path).done()
-    pid = holder_pid(layout.lock_path)
+    found = holder(layout.lock_path)
+    if found is not None and found[1] == CANCEL:
+        driver = "`dagflow cancel`"
     running = frozenset(name for name in layout.load_plan().nodes if name not in done)
-    return Live(running, driver=f"{driver} pid {pid}" if pid else f"a live {driver}")
+    return Live(running, driver=f"{driver} pid {found[0]}" if found else f"a live {driver}")
 
 
 @dataclass(frozen=True, slots=True)

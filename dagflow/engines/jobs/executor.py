@@ -54,7 +54,7 @@ from dagflow.run.journal import (
 )
 from dagflow.run.layout import RunLayout
 from dagflow.run.live_runs import Live, driven
-from dagflow.run.lock import RunLock, RunLockedError, holder_pid, is_locked
+from dagflow.run.lock import is_locked, stop_driven
 from dagflow.run.reports import Cancelled, Launched
 from dagflow.run.status import RunStatus, read_status
 
@@ -132,36 +132,28 @@ class JobExecutor(EngineBase):
         cancel the jobs it left running and journal them interrupted, holding the run's lock so that no driver
         starts meanwhile. A job that ended unrecorded is left for a resume to take."""
         layout = RunLayout.from_run_dir(run_dir)
-        lock = RunLock(layout.lock_path)
-        try:
-            if is_locked(layout.lock_path):  # asked first: taking a live driver's lock waits out a grace
-                raise RunLockedError(layout.run_id)
-            lock.acquire()
-        except RunLockedError:
-            pid = holder_pid(layout.lock_path)
-            if pid is not None:
-                os.kill(pid, signal.SIGTERM)
-            return None
-        try:
-            found = self.left_behind(layout)
-            live = [job for job, state in found.values() if state.state != ENDED]
-            if live:
-                self.cancel_jobs(live)
-                journal = read_journal(layout.journal_path)
-                events = []
-                for job in live:
-                    if job.attempt > jobs_started(journal.nodes.get(job.node)):  # never journaled
-                        events.append(start_event(job.node, job.attempt))
-                    events.append(
-                        end_event(job.node, INTERRUPTED, attempt=job.attempt, why="stopped by dagflow cancel")
-                    )
-                if len(live) == len(found):
-                    events.append(finish_event(INTERRUPTED))
-                append_events(layout.journal_path, events)
-        finally:
-            lock.release()
-        stopped = sorted(job.node for job in live)
-        return Cancelled({"stopped": stopped}, stopped=tuple(stopped))
+        stopped = stop_driven(
+            layout.lock_path, lambda: self._stop_left(layout), lambda pid: os.kill(pid, signal.SIGTERM)
+        )
+        return None if stopped is None else Cancelled({"stopped": stopped}, stopped=tuple(stopped))
+
+    def _stop_left(self, layout: RunLayout) -> list[str]:
+        """Cancel the jobs a dead driver left running and journal them interrupted (the caller holds the run's
+        lock); the nodes stopped."""
+        found = self.left_behind(layout)
+        live = [job for job, state in found.values() if state.state != ENDED]
+        if live:
+            self.cancel_jobs(live)
+            journal = read_journal(layout.journal_path)
+            events = []
+            for job in live:
+                if job.attempt > jobs_started(journal.nodes.get(job.node)):  # never journaled
+                    events.append(start_event(job.node, job.attempt))
+                events.append(end_event(job.node, INTERRUPTED, attempt=job.attempt, why="stopped by dagflow cancel"))
+            if len(live) == len(found):
+                events.append(finish_event(INTERRUPTED))
+            append_events(layout.journal_path, events)
+        return sorted(job.node for job in live)
 
     def left_behind(self, layout: RunLayout) -> dict[str, tuple[Job, JobState]]:
         """The jobs of the run's unfinished nodes that the executor knows, by node (job.py unfinished_jobs)."""

@@ -34,7 +34,7 @@ from dagflow.plan import Plan
 from dagflow.plan.graph import PlanError, check_plan
 from dagflow.run.layout import RunLayout
 from dagflow.run.live_runs import Live
-from dagflow.run.lock import holder_pid, is_locked
+from dagflow.run.lock import stop_driven
 from dagflow.run.reports import Cancelled, Launched
 from dagflow.run.result import RunResult
 from dagflow.run.status import RunStatus, read_status
@@ -152,14 +152,14 @@ class LocalEngine(EngineBase):
         """Signal the run's runner (it stops its nodes: None); with none (it died), stop the nodes its keeper
         still runs."""
         layout = RunLayout.from_run_dir(run_dir)
-        if not is_locked(layout.lock_path):  # asked first: taking a live runner's lock waits out a grace
-            stopped = stop_cut_short(layout, self.run_options.kill_grace_s)
-            if stopped is not None:
-                return Cancelled({"stopped": stopped}, stopped=tuple(stopped))
-        pid = holder_pid(layout.lock_path) if is_locked(layout.lock_path) else None
-        if pid is not None and not ask_stop(layout.run_dir):  # a runner on a thread: only it stops
-            os.kill(pid, signal.SIGTERM)
-        return None
+
+        def stop_runner(pid: int) -> None:
+            if not ask_stop(layout.run_dir):  # a runner on a thread: only it stops
+                os.kill(pid, signal.SIGTERM)
+
+        stopped = stop_driven(layout.lock_path, lambda: stop_cut_short(layout, self.run_options.kill_grace_s),
+                              stop_runner)  # fmt: skip
+        return None if stopped is None else Cancelled({"stopped": stopped}, stopped=tuple(stopped))
 
     def _check_devices(self) -> None:
         """--gpus naming a device that is not here is bad input, not a slot to wait for."""

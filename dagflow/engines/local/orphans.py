@@ -12,44 +12,35 @@ from dagflow.engines.local.procs import ProcEntry, held_by_keeper, kill_group, k
 from dagflow.engines.local.recovery import Fate, unjournaled
 from dagflow.run.journal import INTERRUPTED, append_events, end_event, finish_event, read_journal, start_event
 from dagflow.run.layout import RunLayout
-from dagflow.run.lock import RunLock, RunLockedError
 
 _EXIT_RECORD_WAIT_S = 10.0  # how long a keeper may take to record the exit of a node it saw killed
 
 
-def stop_cut_short(layout: RunLayout, grace_s: float) -> list[str] | None:
-    """Stop the live nodes of the run in layout, cut short; the nodes stopped, or None when a runner holds
-    the run (it stops its nodes itself when signalled)."""
-    lock = RunLock(layout.lock_path)
-    try:
-        lock.acquire()  # no runner may start on the run while its nodes are stopped and journaled
-    except RunLockedError:
-        return None
-    try:
-        journal = read_journal(layout.journal_path)
-        held: dict[str, ProcEntry] = {}
-        orphans: list[tuple[int, str]] = []
-        unrecorded = False
-        for name, entry, fate in unjournaled(read_procs(layout.procs_path), journal.nodes, layout.run_dir):
-            if fate is Fate.HELD:
-                held[name] = entry
-            elif fate is Fate.LOST and node_alive(entry.pid, layout.run_id, name):  # its keeper died too
-                orphans.append((entry.pid, name))
-            else:
-                unrecorded = True  # a result a resume takes
-        for entry in held.values():
-            kill_group(entry.pid, signal.SIGTERM)
-        _wait(lambda: not any(held_by_keeper(entry.pid, layout.run_dir) for entry in held.values()), grace_s)
-        for entry in held.values():
-            kill_group(entry.pid, signal.SIGKILL)
-        kill_orphans(orphans, layout.run_id, grace_s)
-        stopped: dict[str, ProcEntry | None] = dict(held)
-        stopped.update((name, None) for _, name in orphans)
-        if stopped:
-            _journal_stopped(layout, stopped, finished=not unrecorded)
-        return sorted(stopped)
-    finally:
-        lock.release()
+def stop_cut_short(layout: RunLayout, grace_s: float) -> list[str]:
+    """Stop the live nodes of the run in layout, cut short (its runner died); the nodes stopped. The caller
+    holds the run's lock (run/lock.py stop_driven): no runner starts on the run while they are journaled."""
+    journal = read_journal(layout.journal_path)
+    held: dict[str, ProcEntry] = {}
+    orphans: list[tuple[int, str]] = []
+    unrecorded = False
+    for name, entry, fate in unjournaled(read_procs(layout.procs_path), journal.nodes, layout.run_dir):
+        if fate is Fate.HELD:
+            held[name] = entry
+        elif fate is Fate.LOST and node_alive(entry.pid, layout.run_id, name):  # its keeper died too
+            orphans.append((entry.pid, name))
+        else:
+            unrecorded = True  # a result a resume takes
+    for entry in held.values():
+        kill_group(entry.pid, signal.SIGTERM)
+    _wait(lambda: not any(held_by_keeper(entry.pid, layout.run_dir) for entry in held.values()), grace_s)
+    for entry in held.values():
+        kill_group(entry.pid, signal.SIGKILL)
+    kill_orphans(orphans, layout.run_id, grace_s)
+    stopped: dict[str, ProcEntry | None] = dict(held)
+    stopped.update((name, None) for _, name in orphans)
+    if stopped:
+        _journal_stopped(layout, stopped, finished=not unrecorded)
+    return sorted(stopped)
 
 
 def _journal_stopped(layout: RunLayout, stopped: dict[str, ProcEntry | None], finished: bool) -> None:
