@@ -512,3 +512,21 @@ def test_a_search_runs_its_trials_through_a_job_executor(procjobs_site: Path, tm
 
 def _journal_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_jobs_caps_how_many_jobs_a_job_executor_runs_at_once(procjobs_site: Path, tmp_path: Path) -> None:
+    """`--jobs N` on a job executor, as on the local engine: never more than N of the run's jobs at once (each
+    node holds a directory while it runs; a second one finding it taken says so)."""
+    (tmp_path / "pipeline.yaml").write_text(
+        """name: capped
+matrix:
+  part: [p1, p2, p3]
+steps:
+  work:
+    command: [sh, -c, 'mkdir busy 2>/dev/null || echo {part} >> overlapped; sleep 0.5; rmdir busy; echo {part} >> ran']
+"""
+    )
+    done = _procjobs(procjobs_site, tmp_path, "run", "--engine", plugin.PROCJOBS, "pipeline.yaml", "--jobs", "1")
+    assert done.returncode == 0, done.stderr
+    assert sorted((tmp_path / "ran").read_text().split()) == ["p1", "p2", "p3"]
+    assert not (tmp_path / "overlapped").exists(), (tmp_path / "overlapped").read_text()

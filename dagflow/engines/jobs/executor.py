@@ -19,10 +19,10 @@ runs in one job at a time, and a result the journal lacks is taken, not run agai
 
 An executor declares, beside the class attributes of engines/base.py (name, summary, options, honours,
 system): `poll_s`, seconds between two check_active calls, `max_active`, how many jobs it keeps
-started at once, and `look_grace_s`, how long check_active may keep failing (its scheduler restarting)
-before the driver stops. A problem with one job (a command the executor cannot express, a refused submission)
-raises JobError: that attempt fails with its message; any other exception stops the run, its jobs running
-on for the next driver to adopt.
+started at once unless `--jobs` says otherwise, and `look_grace_s`, how long check_active may keep failing
+(its scheduler restarting) before the driver stops. A problem with one job (a command the executor cannot
+express, a refused submission) raises JobError: that attempt fails with its message; any other exception
+stops the run, its jobs running on for the next driver to adopt.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """dagflow's DAG scheduler for job executors: it drives a run to its end by starting each ready node as a job
 (executor.py) and looking at the active ones every `poll_s`.
 
-Each turn: start ready nodes (highest step priority first, up to the executor's `max_active`), cancel
-attempts past their step's timeout, ask the executor about the active jobs, and record what ended: its end
+Each turn: start ready nodes (highest step priority first, up to `--jobs`, else the executor's `max_active`),
+cancel attempts past their step's timeout, ask the executor about the active jobs, and record what ended: its end
 event (succeeded, retry, checkpointed, failed, interrupted) durably in the journal, its cache entry, its
 children released or blocked. The driver holds the run's lock for its whole life, as the local runner does,
 so status and the live-run rule see it; its journal events are written once per turn.
@@ -95,6 +95,7 @@ class JobScheduler(Release, Driving):
         settings = executor.settings
         self.force = tuple(settings.get("force") or ())
         self.use_cache = not settings.get("no_cache")
+        self.max_active: int = settings.get("jobs") or executor.max_active
         self.active: dict[str, Active] = {}
         self.states: dict[str, str] = {}
         self.keys: dict[str, str] = {}
@@ -213,7 +214,7 @@ class JobScheduler(Release, Driving):
         return adopted
 
     def _start_ready(self) -> None:
-        limit = self.executor.max_active
+        limit = self.max_active
         for _step, queue in self.tracker.ready_queues():
             while queue and len(self.active) < limit:
                 self._start(queue.popleft())

@@ -7,10 +7,9 @@ from dagflow.engines.base import Capabilities, EngineDeclaration, EngineOption
 from dagflow.engines.jobs.options import SCHEDULER_OPTIONS
 
 LOCAL_OPTIONS = (
-    EngineOption("jobs", ("--jobs", "-j"), "Nodes running at once (default: the cpu count).", int, None, min=1),
+    *SCHEDULER_OPTIONS,
     EngineOption("gpus", ("--gpus",), "GPU devices to use, e.g. 0,1 (default: what nvidia-smi lists); none: run "
                  "GPU steps on the CPU, a smoke test (CUDA_VISIBLE_DEVICES empty)."),
-    *SCHEDULER_OPTIONS,
     EngineOption("kill_grace", ("--kill-grace",), "Seconds between SIGTERM and SIGKILL.", float, 10.0, min=0),
 )
 
