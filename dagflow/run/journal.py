@@ -24,12 +24,13 @@ retry (the node will start again) or checkpointed (it exited with its step's che
 starts again from its checkpoint, and that is no failed attempt).
 
 Durability. Two writers append, both with O_APPEND and one write(2) per batch of events:
-- the local runner holds the journal open (`JournalWriter`). The events of one turn of its loop are
-  written together before it waits again (`JournalWriter.commit`), so a runner killed with SIGKILL loses
-  at most the events of the turn it was in; nothing of them is lost for good: node starts and exits are
-  also in the keeper's `procs.jsonl`, which the next runner reads, and cached or upstream-failed nodes
-  are found again. Terminal events are also fdatasync'ed, at most once per 50 ms, so a crash of the
-  machine loses at most the last 50-odd milliseconds of them (those nodes rerun).
+- the local runner and a job executor's driver hold the journal open (`JournalWriter`). The events of one
+  turn of its loop are written together before it waits again (`JournalWriter.commit`), so a runner killed
+  with SIGKILL loses at most the events of the turn it was in; nothing of them is lost for good: node starts
+  and exits are also in the keeper's `procs.jsonl` (or the executor's record of each job, found by its key),
+  which the next runner reads, and cached or upstream-failed nodes are found again. Terminal events are
+  also fdatasync'ed, at most once per 50 ms, so a crash of the machine loses at most the last 50-odd
+  milliseconds of them (those nodes rerun).
 - a process that writes a few events and may share the journal with others at once (a batch node's
   wrapper, a batch engine's submit and status) appends them with `append_events`, fdatasync'ed before
   it returns when durable (every event but a batch attempt's start, retry or checkpoint restart).
