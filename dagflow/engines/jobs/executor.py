@@ -4,7 +4,7 @@ A job executor subclasses JobExecutor and writes three methods, as Snakemake's e
 scheduler (scheduler.py) owns the DAG, the ready queue, retries (`unless_exit`), timeouts, checkpoint
 restarts, the cache, the journal, cancelling and exactly-once after a kill -9, and this class answers the
 engine contract (engines/base.py) for it: `dagflow run` drives the run in the foreground, `submit` in a
-detached `dagflow run --resume`, `status` reads the run directory, `cancel` stops the driver.
+detached `dagflow run --resume`; status, the live-run fact and `cancel` are every driven engine's (driven.py).
 
     run_job(job) -> str                 start one attempt of one node (not waiting for it); its id there
     check_active(jobs) -> {key: state}  what became of each job (JobState), jobs this process did not start
@@ -27,36 +27,20 @@ stops the run, its jobs running on for the next driver to adopt.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from dagflow.data import with_import_root
-from dagflow.engines.base import EngineBase, EngineOption
+from dagflow.engines.base import EngineOption
+from dagflow.engines.jobs.driven import DrivenEngine, start_driver
 from dagflow.engines.jobs.job import ENDED, Job, JobState, jobs_started, known_jobs, unfinished_jobs
 from dagflow.engines.jobs.options import SCHEDULER_OPTIONS
 from dagflow.engines.jobs.scheduler import JobScheduler
 from dagflow.plan import Plan
 from dagflow.plan.graph import check_plan
-from dagflow.run.journal import (
-    INTERRUPTED,
-    append_events,
-    end_event,
-    ends_with_finish,
-    finish_event,
-    read_journal,
-    start_event,
-)
+from dagflow.run.journal import INTERRUPTED, append_events, end_event, finish_event, read_journal, start_event
 from dagflow.run.layout import RunLayout
-from dagflow.run.live_runs import Live, driven
-from dagflow.run.lock import is_locked, stop_driven
-from dagflow.run.reports import Cancelled, Launched
-from dagflow.run.status import RunStatus, read_status
+from dagflow.run.reports import Launched
 
 if TYPE_CHECKING:
     from dagflow.run.reporting import Reporter
@@ -64,7 +48,7 @@ if TYPE_CHECKING:
     from dagflow.run.session import Work
 
 
-class JobExecutor(EngineBase):
+class JobExecutor(DrivenEngine):
     """The base of every job executor: the engine contract answered with dagflow's scheduler."""
 
     options: ClassVar[tuple[EngineOption, ...]] = SCHEDULER_OPTIONS
@@ -102,45 +86,15 @@ class JobExecutor(EngineBase):
         its jobs, on the main thread)."""
         return JobScheduler(self, work, layout, reporter, handle_signals=True).run()
 
-    def wait(self, run_dir: Path) -> None:
-        wait_for_driver(RunLayout.from_run_dir(run_dir))
+    # --- what a dead driver left (driven.py) -------------------------------------------------------------
 
-    def read_status(self, layout: RunLayout) -> RunStatus:
-        """The run directory's status; a run whose driver died shows the jobs it left as they are now."""
-        status = read_status(layout)
-        if not status.runner_alive and not status.journal.finished and status.journal.runners:
-            codes = {name: None if state.state != ENDED else -1 if state.rc is None else state.rc
-                     for name, (_, state) in self.left_behind(layout).items()}  # fmt: skip
-            status.left_behind(codes, self.system or "this machine")
-        return status
+    def left_behind(self, layout: RunLayout) -> dict[str, int | None]:
+        return {name: None if state.state != ENDED else -1 if state.rc is None else state.rc
+                for name, (_, state) in self._left_jobs(layout).items()}  # fmt: skip
 
-    def live(self, layout: RunLayout) -> Live | None:
-        """A driver holding the run's lock drives it; without one, the jobs the executor still runs (or that
-        ended with a result the journal lacks) are live."""
-        if ends_with_finish(layout.journal_path):
-            return None
-        if (live := driven(layout, "driver")) is not None:
-            return live
-        found = self.left_behind(layout)
-        if not found:
-            return None
-        running = frozenset(name for name, (_, state) in found.items() if state.state != ENDED)
-        return Live(running, frozenset(found) - running)
-
-    def cancel(self, run_dir: Path) -> Cancelled | None:
-        """Signal the run's driver (it cancels the jobs and journals them: None); with none (it was killed),
-        cancel the jobs it left running and journal them interrupted, holding the run's lock so that no driver
-        starts meanwhile. A job that ended unrecorded is left for a resume to take."""
-        layout = RunLayout.from_run_dir(run_dir)
-        stopped = stop_driven(
-            layout.lock_path, lambda: self._stop_left(layout), lambda pid: os.kill(pid, signal.SIGTERM)
-        )
-        return None if stopped is None else Cancelled({"stopped": stopped}, stopped=tuple(stopped))
-
-    def _stop_left(self, layout: RunLayout) -> list[str]:
-        """Cancel the jobs a dead driver left running and journal them interrupted (the caller holds the run's
-        lock); the nodes stopped."""
-        found = self.left_behind(layout)
+    def stop_left(self, layout: RunLayout) -> list[str]:
+        """Cancel the jobs a dead driver left running and journal them interrupted."""
+        found = self._left_jobs(layout)
         live = [job for job, state in found.values() if state.state != ENDED]
         if live:
             self.cancel_jobs(live)
@@ -155,40 +109,8 @@ class JobExecutor(EngineBase):
             append_events(layout.journal_path, events)
         return sorted(job.node for job in live)
 
-    def left_behind(self, layout: RunLayout) -> dict[str, tuple[Job, JobState]]:
+    def _left_jobs(self, layout: RunLayout) -> dict[str, tuple[Job, JobState]]:
         """The jobs of the run's unfinished nodes that the executor knows, by node (job.py unfinished_jobs)."""
         journal = read_journal(layout.journal_path)
         asked = unfinished_jobs(layout.load_plan(), layout, journal, journal.done())
         return known_jobs(self.check_active(asked) if asked else {}, asked)
-
-
-def start_driver(layout: RunLayout, options: Sequence[EngineOption], settings: Mapping[str, object]) -> int:
-    """Start a detached `dagflow run --resume` of the run with these settings (each option that is not its
-    default, as its flag); its pid, also written to the run's runner.pid."""
-    argv = [sys.executable, "-m", "dagflow", "run", "--resume", layout.run_id, "--json"]
-    argv += ["--runs-dir", str(layout.runs_dir)]
-    for option in options:
-        value = settings.get(option.name, option.default)
-        if value == option.default or value is None:
-            continue
-        flag = option.flags[0]
-        if option.type is bool:
-            argv.append(flag)
-        elif option.type is list:
-            for item in value:  # type: ignore[attr-defined]
-                argv += [flag, str(item)]
-        else:
-            argv += [flag, str(value)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = with_import_root(env.get("PYTHONPATH"))
-    with open(layout.runner_log_path, "ab") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env)
-    layout.runner_pid_path.write_text(f"{proc.pid}\n")
-    return proc.pid
-
-
-def wait_for_driver(layout: RunLayout) -> None:
-    """Block until the run's driver (a detached one just started included) has ended."""
-    time.sleep(0.5)  # a detached driver takes the run's lock as it starts
-    while is_locked(layout.lock_path):
-        time.sleep(0.5)

@@ -12,17 +12,14 @@ pipeline or its input files changed between the two runs.
 from __future__ import annotations
 
 import dataclasses
-import os
-import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from dagflow.engines.base import EngineBase, EngineOption
-from dagflow.engines.jobs.executor import start_driver, wait_for_driver
+from dagflow.engines.base import EngineOption
+from dagflow.engines.jobs.driven import DrivenEngine, start_driver
 from dagflow.engines.local.cpu_only import CPU_ONLY
 from dagflow.engines.local.cpu_only import note as cpu_only_note
-from dagflow.engines.local.liveness import local_live
 from dagflow.engines.local.options import RunOptions
 from dagflow.engines.local.orphans import stop_cut_short
 from dagflow.engines.local.recovery import unjournaled_nodes
@@ -33,11 +30,9 @@ from dagflow.engines.local.stop_channel import ask_stop
 from dagflow.plan import Plan
 from dagflow.plan.graph import PlanError, check_plan
 from dagflow.run.layout import RunLayout
-from dagflow.run.live_runs import Live
-from dagflow.run.lock import stop_driven
-from dagflow.run.reports import Cancelled, Launched
+from dagflow.run.reports import Launched
 from dagflow.run.result import RunResult
-from dagflow.run.status import RunStatus, read_status
+from dagflow.run.status import RunStatus
 
 if TYPE_CHECKING:
     from dagflow.run.reporting import Reporter
@@ -63,11 +58,13 @@ def check_runnable(plan: Plan, options: RunOptions) -> Machine:
     return machine
 
 
-class LocalEngine(EngineBase):
+class LocalEngine(DrivenEngine):
     """Runs nodes as processes on this machine: in the foreground (`dagflow run`) or as a detached runner."""
 
     name: ClassVar[str] = "local"
     summary: ClassVar[str] = "run the nodes on this machine"
+    driver_word: ClassVar[str] = "runner"
+    left_holder: ClassVar[str] = "its keeper"
     options: ClassVar[tuple[EngineOption, ...]] = LOCAL_OPTIONS
     honours: ClassVar[frozenset[str]] = frozenset(
         {"cpus", "memory", "memory_max", "disk", "gpus", "gpu_memory", "priority", "timeout", "runtime.python"}
@@ -132,34 +129,25 @@ class LocalEngine(EngineBase):
             machine = check_runnable(work.plan, options)
         return LocalRunner(work.plan, layout, machine, options)
 
-    def wait(self, run_dir: Path) -> None:
-        wait_for_driver(RunLayout.from_run_dir(run_dir))
-
     def read_status(self, layout: RunLayout) -> RunStatus:
-        status = read_status(layout)
+        status = super().read_status(layout)
         smoke_test = cpu_only_note(layout.run_dir)
         if smoke_test is not None:
             status.notes.append(smoke_test)
             status.extra["gpus"] = CPU_ONLY
-        if not status.runner_alive and not status.journal.finished:
-            status.left_behind(unjournaled_nodes(layout), "its keeper")
         return status
 
-    def live(self, layout: RunLayout) -> Live | None:
-        return local_live(layout)
+    # --- what a dead runner left: its keeper's nodes (driven.py) --------------------------------------
 
-    def cancel(self, run_dir: Path) -> Cancelled | None:
-        """Signal the run's runner (it stops its nodes: None); with none (it died), stop the nodes its keeper
-        still runs."""
-        layout = RunLayout.from_run_dir(run_dir)
+    def left_behind(self, layout: RunLayout) -> dict[str, int | None]:
+        return unjournaled_nodes(layout)
 
-        def stop_runner(pid: int) -> None:
-            if not ask_stop(layout.run_dir):  # a runner on a thread: only it stops
-                os.kill(pid, signal.SIGTERM)
+    def stop_left(self, layout: RunLayout) -> list[str]:
+        return stop_cut_short(layout, self.run_options.kill_grace_s)
 
-        stopped = stop_driven(layout.lock_path, lambda: stop_cut_short(layout, self.run_options.kill_grace_s),
-                              stop_runner)  # fmt: skip
-        return None if stopped is None else Cancelled({"stopped": stopped}, stopped=tuple(stopped))
+    def stop_driver(self, layout: RunLayout, pid: int) -> None:
+        if not ask_stop(layout.run_dir):  # a runner on a thread: only it stops
+            super().stop_driver(layout, pid)
 
     def _check_devices(self) -> None:
         """--gpus naming a device that is not here is bad input, not a slot to wait for."""

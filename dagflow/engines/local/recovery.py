@@ -1,6 +1,6 @@
 """What became of the nodes an earlier runner's keeper started: the one rule that sorts them, used by the
-runner as it resumes a run (adoption.py) and by `status` and the live-run check for runs cut short
-(liveness.py).
+runner as it resumes a run (adoption.py) and by `status`, the live-run check and `cancel` for runs cut short
+(engine.py, through jobs/driven.py).
 
 A node whose latest process its keeper recorded (procs.jsonl, read by procs.read_procs) is either
 
